@@ -1,0 +1,81 @@
+"""The course's one timer and one results-table writer.
+
+``median_time(fn, ...)`` times a call (seconds, median of repeats, after
+warm-up; synchronises CUDA when a tensor is on the GPU). ``write_results``
+writes a Markdown table under benchmarks/results/ headed by device, date and
+versions, so every committed table says where and when it was measured.
+"""
+from __future__ import annotations
+
+import datetime
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def median_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1, min_time_s: float = 0.0) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeat`` runs (after ``warmup`` runs).
+
+    If one run is shorter than ``min_time_s``, each sample loops ``fn`` enough
+    times to last about that long and reports the per-call time.
+    """
+    for _ in range(warmup):
+        fn()
+    _sync()
+    inner = 1
+    if min_time_s > 0:
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        one = max(time.perf_counter() - t0, 1e-9)
+        inner = max(1, int(min_time_s / one))
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        _sync()
+        samples.append((time.perf_counter() - t0) / inner)
+    return statistics.median(samples)
+
+
+def environment_header() -> str:
+    """One Markdown paragraph: device, date (UTC), python/torch/triton versions."""
+    from labkit.env import report
+
+    rep = report(verbose=False)
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"- device: {rep.device} ({rep.device_name}), {rep.compute_units} {rep.compute_unit_kind}\n"
+            f"- date: {date}\n"
+            f"- versions: python {rep.python_version}, torch {rep.torch_version}, triton {rep.triton_version}\n")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def cell(v):
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_results(name: str, title: str, header: Sequence[str], rows: Sequence[Sequence[object]],
+                  notes: str = "") -> Path:
+    """Write benchmarks/results/<name>.md (environment header + table + notes); return the path."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.md"
+    text = f"# {title}\n\n{environment_header()}\n{markdown_table(header, rows)}\n"
+    if notes:
+        text += f"\n{notes.strip()}\n"
+    path.write_text(text)
+    return path

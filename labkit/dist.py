@@ -1,0 +1,324 @@
+"""The course's one launcher: run a function on N torch.distributed ranks.
+
+    results = launch(fn, world_size, *args, backend="auto", timeout=60.0)
+
+runs ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes, each
+inside an initialised default process group, and returns the per-rank return
+values (index = rank). gloo on CPU; NCCL when ``world_size`` <= number of GPUs.
+
+Guarantees (each is tested in tests/test_dist.py):
+- the rendezvous store is held by the caller on a port the OS picked, so two
+  launches at the same time never collide; everything binds to loopback;
+- each rank gets ``cores // world_size`` torch threads (at least 1);
+- a rank that raises ends the launch with `RankError` naming the rank and
+  carrying its traceback; a rank that hangs ends it with `TimeoutError`
+  naming the ranks that had not returned (and where they were) after
+  ``timeout`` seconds; a rank that dies (signal, os._exit) is named too;
+- every rank process is gone when `launch` returns or raises.
+
+What a rank prints is captured and printed by the caller afterwards, prefixed
+with ``[rank r]``, in rank order (so notebook output is deterministic).
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import faulthandler
+import io
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import pickle
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any, Callable
+
+__all__ = ["launch", "RankError", "device", "default_backend"]
+
+_JOIN_GRACE_S = 5.0   # how long finished ranks get to tear their group down
+_ERROR_GRACE_S = 0.3  # after a first failure, how long to wait for earlier-timestamped ones
+
+
+class RankError(RuntimeError):
+    """A rank raised (or died). ``rank``, ``exc_type`` (a name) and ``remote_traceback`` say where."""
+
+    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str):
+        self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
+        super().__init__(
+            f"rank {rank} failed with {exc_type}: {message}\n"
+            f"--- traceback from rank {rank} ---\n{remote_traceback.rstrip()}"
+        )
+
+
+def default_backend(world_size: int) -> str:
+    """'nccl' when there are at least ``world_size`` GPUs and NCCL is built in, else 'gloo'."""
+    import torch
+    import torch.distributed as dist
+
+    if torch.cuda.is_available() and torch.cuda.device_count() >= world_size and dist.is_nccl_available():
+        return "nccl"
+    return "gloo"
+
+
+def device():
+    """The torch.device a rank should compute on: cuda:<rank> under NCCL, else cpu."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def _loopback_ifname() -> str:
+    names = [name for _, name in socket.if_nameindex()]
+    return next((n for n in names if n.startswith("lo")), "lo")
+
+
+def _die_with_parent() -> None:
+    """On Linux, ask the kernel to kill this rank if the launching process dies."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def _send(conn, payload: tuple) -> None:
+    # Plain pickle (not multiprocessing's): tensors travel by value, not as
+    # shared-memory handles that die with this process.
+    try:
+        data = pickle.dumps(payload)
+    except Exception as e:  # an unpicklable return value
+        data = pickle.dumps(("err", time.time(), type(e).__name__,
+                             f"the return value of fn could not be pickled: {e}", traceback.format_exc(), payload[-1]))
+    conn.send_bytes(data)
+
+
+def _rank_main(rank, world_size, backend, port, timeout, threads, stack_file, fn, args, conn):
+    _die_with_parent()
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_ifname())
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    out = io.StringIO()
+    with open(stack_file, "w") as stack:
+        faulthandler.register(signal.SIGUSR1, file=stack, all_threads=False)
+        try:
+            import torch
+            import torch.distributed as dist
+
+            torch.set_num_threads(threads)
+            td = datetime.timedelta(seconds=timeout)
+            store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=td)
+            kw = {}
+            if backend == "nccl":
+                torch.cuda.set_device(rank)
+                kw["device_id"] = torch.device("cuda", rank)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=td, **kw)
+            with contextlib.redirect_stdout(out):
+                result = fn(rank, world_size, *args)
+        except BaseException as e:  # noqa: BLE001 - everything goes back to the caller
+            _send(conn, ("err", time.time(), type(e).__name__, str(e), traceback.format_exc(), out.getvalue()))
+            conn.close()
+            os._exit(1)
+        _send(conn, ("ok", result, out.getvalue()))
+        conn.close()
+        try:
+            dist.barrier()  # nobody tears down while a peer still reads from it
+            dist.destroy_process_group()
+        finally:
+            os._exit(0)
+
+
+def _check_args(fn, world_size, backend, timeout):
+    if not callable(fn):
+        raise TypeError(f"launch: fn must be callable as fn(rank, world_size, *args), got {type(fn).__name__}")
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"launch: world_size must be an integer >= 1, got {world_size!r}")
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"launch: timeout must be a positive number of seconds, got {timeout!r}")
+    if backend == "auto":
+        backend = default_backend(world_size)
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"launch: backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
+    if backend == "nccl":
+        import torch
+
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if world_size > gpus:
+            raise ValueError(f"launch: backend='nccl' needs one GPU per rank: world_size={world_size} but {gpus} GPU(s) found")
+    return backend
+
+
+def _start_method(backend: str) -> str:
+    # CUDA cannot be used in a forked child, so NCCL spawns; on CPU, fork lets a
+    # function defined in a notebook cell run, and starts ranks in milliseconds.
+    if backend == "nccl" or "fork" not in mp.get_all_start_methods():
+        return "spawn"
+    return "fork"
+
+
+def _check_picklable(fn, args):
+    try:
+        pickle.dumps(fn)
+    except Exception as e:
+        raise TypeError(
+            f"launch: {getattr(fn, '__qualname__', fn)!r} cannot be sent to spawned ranks ({type(e).__name__}); "
+            "define it at the top level of a .py module (labkit, exercises, solutions or your own), not in a notebook cell"
+        ) from None
+    try:
+        pickle.dumps(args)
+    except Exception as e:
+        raise TypeError(f"launch: the extra args cannot be pickled for spawned ranks: {e}") from None
+
+
+def _where_stuck(stack_file: str) -> str:
+    try:
+        with open(stack_file) as f:
+            frames = [ln.strip() for ln in f if ln.strip().startswith("File")]
+    except OSError:
+        return ""
+    # faulthandler prints innermost first; skip our own frame at the bottom.
+    user = [fr for fr in frames if "labkit/dist.py" not in fr]
+    return f" at {user[0]}" if user else ""
+
+
+def _locate(stuck, procs, tmp) -> dict[int, str]:
+    """Ask each stuck rank (SIGUSR1 -> faulthandler) where it is; return rank -> ' at File ...'."""
+    for r in stuck:
+        if procs[r].is_alive():
+            os.kill(procs[r].pid, signal.SIGUSR1)
+    if stuck:
+        time.sleep(0.3)
+    return {r: _where_stuck(os.path.join(tmp, f"stack{r}")) for r in stuck}
+
+
+def _stop(procs, grace: float) -> None:
+    """Give ranks ``grace`` seconds to exit by themselves, then kill what is left and reap all."""
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    for p in procs:
+        p.join(timeout=5)
+
+
+def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "auto",
+           timeout: float = 60.0, quiet: bool = False) -> list[Any]:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks; return results by rank.
+
+    backend: "auto" (NCCL if enough GPUs, else gloo), "gloo" or "nccl".
+    timeout: seconds the whole launch may take, and the process group's own
+        timeout for any one collective.
+    quiet: if True, do not print what the ranks printed.
+    Raises RankError (a rank raised or died), TimeoutError (ranks still running
+    after ``timeout``), ValueError/TypeError (bad arguments).
+    """
+    import torch.distributed as dist
+
+    backend = _check_args(fn, world_size, backend, timeout)
+    method = _start_method(backend)
+    if method == "spawn":
+        _check_picklable(fn, args)
+    ctx = mp.get_context(method)
+    threads = max(1, (os.cpu_count() or 1) // world_size)
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=timeout))
+    clean = False
+    with tempfile.TemporaryDirectory(prefix="labkit-launch-") as tmp:
+        procs, conns = [], []
+        try:
+            for r in range(world_size):
+                recv_end, send_end = ctx.Pipe(duplex=False)
+                p = ctx.Process(
+                    target=_rank_main, daemon=True, name=f"labkit-rank-{r}",
+                    args=(r, world_size, backend, store.port, timeout, threads,
+                          os.path.join(tmp, f"stack{r}"), fn, args, send_end),
+                )
+                p.start()
+                send_end.close()
+                procs.append(p)
+                conns.append(recv_end)
+            results, outputs, errors, stuck = _collect(procs, conns, timeout)
+            where = _locate(stuck, procs, tmp)
+            clean = not errors and not stuck
+        finally:
+            _stop(procs, grace=_JOIN_GRACE_S if clean else 0.0)
+            for c in conns:
+                c.close()
+    if not quiet:
+        for r in sorted(outputs):
+            for line in outputs[r].splitlines():
+                print(f"[rank {r}] {line}")
+    if errors:
+        first = min(errors, key=lambda e: e[0])
+        raise RankError(*first[1:])
+    if stuck:
+        detail = "; ".join(f"rank {r}{where[r]}" for r in stuck)
+        raise TimeoutError(
+            f"launch: rank(s) {', '.join(map(str, stuck))} of {world_size} had not returned after {timeout:g} s "
+            f"({detail}); all ranks were stopped. Look for a send without a matching recv, or a rank "
+            "that skips a collective the others call."
+        )
+    return [results[r] for r in range(world_size)]
+
+
+def _collect(procs, conns, timeout):
+    """Wait for every rank's message. Returns results, outputs, errors, stuck ranks."""
+    results: dict[int, Any] = {}
+    outputs: dict[int, str] = {}
+    errors: list[tuple] = []  # (time, rank, exc_type, message, traceback)
+    pending = set(range(len(procs)))
+    deadline = time.monotonic() + timeout
+    error_deadline = None
+    while pending:
+        now = time.monotonic()
+        limit = deadline if error_deadline is None else min(deadline, error_deadline)
+        if now >= limit:
+            break
+        waitables = [conns[r] for r in pending] + [procs[r].sentinel for r in pending]
+        ready = multiprocessing.connection.wait(waitables, timeout=min(limit - now, 1.0))
+        for r in sorted(pending):
+            conn, proc = conns[r], procs[r]
+            if conn in ready or (proc.sentinel in ready and conn.poll()):
+                try:
+                    msg = pickle.loads(conn.recv_bytes())
+                except (EOFError, OSError):
+                    msg = None
+                if msg is None:
+                    proc.join(timeout=1)
+                    errors.append((time.time(), r, "RankDied", _death_message(proc), ""))
+                elif msg[0] == "ok":
+                    results[r], outputs[r] = msg[1], msg[2]
+                else:
+                    _, t, exc_type, message, tb, out = msg
+                    outputs[r] = out
+                    errors.append((t, r, exc_type, message, tb))
+                pending.discard(r)
+            elif proc.sentinel in ready:
+                proc.join(timeout=1)
+                errors.append((time.time(), r, "RankDied", _death_message(proc), ""))
+                pending.discard(r)
+        if errors and error_deadline is None:
+            error_deadline = time.monotonic() + _ERROR_GRACE_S
+    stuck = [] if errors else sorted(pending)
+    return results, outputs, errors, stuck
+
+
+def _death_message(proc) -> str:
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            how = f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"signal {-code}"
+    else:
+        how = f"exit code {code}"
+    return f"the rank process ended ({how}) without returning a result"
