@@ -24,23 +24,41 @@ def graded_test_files(lab: str | None) -> list[Path]:
     return sorted(grading.GRADED_TESTS.glob(pattern))
 
 
-def run_graded_tests(impl: str, lab: str | None = None, verbose: bool = False) -> list[dict]:
-    """Run the graded tests against ``impl``; return one dict per graded test (see plugin)."""
-    files = graded_test_files(lab)
+def run_graded_tests(impl: str, lab: str | None = None, verbose: bool = False,
+                     test_files: list[Path] | None = None) -> list[dict]:
+    """Run the graded tests against ``impl``; return one dict per graded test (see the plugin).
+
+    A test that crashes the pytest process scores 0 and the remaining tests
+    run again in a fresh process, so a crash costs only its own points.
+    """
+    files = test_files if test_files is not None else graded_test_files(lab)
     if not files:
         raise SystemExit(f"grade: no graded tests found for lab {lab!r} in {grading.GRADED_TESTS}")
     if impl not in ("exercises", "solutions"):
         impl = str(Path(impl).expanduser().resolve())
+    targets = [str(f) for f in files]
+    results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pytest", *map(str, files), "-p", "no:cacheprovider",
-               "--impl", impl, "--grade-report", str(report), "-q" if verbose else "-qq",
-               "--no-header", "-rN" if not verbose else "-rf"]
-        proc = subprocess.run(cmd, cwd=grading.REPO_ROOT, capture_output=not verbose, text=True)
-        if not report.exists():
-            out = (proc.stdout or "") + (proc.stderr or "")
-            raise SystemExit(f"grade: the graded tests could not run (pytest exit {proc.returncode}):\n{out[-3000:]}")
-        return json.loads(report.read_text())
+        while targets:
+            report.unlink(missing_ok=True)
+            cmd = [sys.executable, "-m", "pytest", *targets, "-c", str(grading.REPO_ROOT / "pyproject.toml"),
+                   "-p", "no:cacheprovider", "--impl", impl, "--grade-report", str(report),
+                   "--no-header", "-q" if verbose else "-qq", "-rf" if verbose else "-rN"]
+            proc = subprocess.run(cmd, cwd=grading.REPO_ROOT, capture_output=not verbose, text=True)
+            if not report.exists():
+                out = (proc.stdout or "") + (proc.stderr or "")
+                raise SystemExit(f"grade: the graded tests could not run (pytest exit {proc.returncode}):\n{out[-3000:]}")
+            entries = json.loads(report.read_text())
+            for e in entries:
+                if e["status"] == "running":
+                    e["status"] = "failed"
+                    e["message"] = f"crashed the test process (pytest exit code {proc.returncode})"
+            results.update({e["nodeid"]: e for e in entries if e["status"] != "not run"})
+            targets = [e["target"] for e in entries if e["status"] == "not run"]
+            if targets and not any(e["status"] == "failed" and e["message"].startswith("crashed") for e in entries):
+                raise SystemExit(f"grade: {len(targets)} graded tests did not run (pytest exit {proc.returncode})")
+    return list(results.values())
 
 
 def score_table(results: list[dict]) -> list[dict]:
@@ -49,7 +67,7 @@ def score_table(results: list[dict]) -> list[dict]:
     for r in results:
         row = rows[(r["lab"], r["exercise"])]
         row["max_score"] += r["max_points"]
-        if r["passed"]:
+        if r["status"] == "passed":
             row["score"] += r["max_points"]
         else:
             row["failures"].append(f"{r['nodeid']}\n{r['message']}")

@@ -5,7 +5,9 @@
   tests/graded/test_lab05_collectives.py -> load("lab05_collectives").
 - ``@pytest.mark.graded(points=N, exercise="name")`` marks a graded test; each
   gets a per-test timeout (default 60 s) unless it sets its own.
-- ``--grade-report FILE`` writes every graded test's outcome as JSON.
+- ``--grade-report FILE`` keeps a JSON record of every graded test, rewritten
+  as each one starts and ends; a test left "running" in it crashed the test
+  process, and the grader re-runs the rest without it.
 """
 from __future__ import annotations
 
@@ -46,28 +48,46 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.graded needs points= and exercise=")
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(DEFAULT_TIMEOUT_S))
+        config._labkit_graded[item.nodeid] = {
+            "nodeid": item.nodeid,
+            "target": "::".join([str(item.path), *item.nodeid.split("::")[1:]]),  # absolute, for re-runs
+            "lab": _lab_of(item),
+            "exercise": mark.kwargs["exercise"],
+            "max_points": mark.kwargs["points"],
+            "status": "not run",  # -> running -> passed | failed
+            "message": "",
+        }
+    _write(config)
+
+
+def _write(config) -> None:
+    path = config.getoption("--grade-report")
+    if path:
+        Path(path).write_text(json.dumps(list(config._labkit_graded.values()), indent=1))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    entry = item.config._labkit_graded.get(item.nodeid)
+    if entry is not None:
+        entry["status"] = "running"
+        _write(item.config)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    mark = _graded_marker(item)
-    if mark is None:
+    entry = item.config._labkit_graded.get(item.nodeid)
+    if entry is None:
         return
-    store = item.config._labkit_graded
-    entry = store.setdefault(item.nodeid, {
-        "nodeid": item.nodeid,
-        "lab": _lab_of(item),
-        "exercise": mark.kwargs["exercise"],
-        "max_points": mark.kwargs["points"],
-        "passed": True,
-        "message": "",
-    })
-    if report.failed or (report.when == "call" and report.skipped):
-        entry["passed"] = False
-        if not entry["message"]:
-            entry["message"] = _short_message(report)
+    failed = report.failed or report.skipped  # a graded test must run to earn points
+    if failed and entry["status"] != "failed":
+        entry["status"], entry["message"] = "failed", _short_message(report)
+    elif report.when == "teardown" and entry["status"] == "running":
+        entry["status"] = "passed"
+    if failed or report.when == "teardown":
+        _write(item.config)
 
 
 def _lab_of(item) -> str:
@@ -79,12 +99,6 @@ def _short_message(report) -> str:
     text = str(report.longrepr) if report.longrepr else report.outcome
     lines = [ln for ln in text.splitlines() if ln.startswith("E ")] or text.splitlines()[-3:]
     return "\n".join(lines[:8])
-
-
-def pytest_sessionfinish(session, exitstatus):
-    path = session.config.getoption("--grade-report")
-    if path:
-        Path(path).write_text(json.dumps(list(session.config._labkit_graded.values()), indent=1))
 
 
 @pytest.fixture

@@ -1,0 +1,119 @@
+"""The only wire labkit's collectives use: torch.distributed isend/irecv.
+
+``exchange(stats, send=..., dst=..., recv=..., src=...)`` is one communication
+round for the calling rank: it posts a non-blocking send and/or receive,
+waits for both, and counts them in ``stats``. Posting both before waiting is
+what keeps a ring deadlock-free (every rank sends right and receives left at
+the same time).
+
+``recording()`` captures every exchange made inside it (for replaying a real
+run against the simulator's trace).
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from labkit.collectives.stats import CommStats
+
+SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+_RECORDERS: list[list] = []
+
+
+@dataclass(frozen=True)
+class Event:
+    """One recorded transfer seen by the calling rank.
+
+    step: the rank's round index (0-based); op: "send" or "recv"; peer: the
+    other rank; data_ptr: address of the first element sent/received into;
+    numel: elements moved.
+    """
+
+    step: int
+    op: str
+    peer: int
+    data_ptr: int
+    numel: int
+
+
+@contextlib.contextmanager
+def recording():
+    """Collect the `Event`s of every `exchange` made inside the ``with`` block (a list)."""
+    events: list[Event] = []
+    _RECORDERS.append(events)
+    try:
+        yield events
+    finally:
+        _RECORDERS.remove(events)
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def exchange(stats: CommStats, send: torch.Tensor | None = None, dst: int | None = None,
+             recv: torch.Tensor | None = None, src: int | None = None) -> None:
+    """One round: isend ``send`` to rank ``dst`` and irecv into ``recv`` from rank ``src``; wait for both.
+
+    Either half may be omitted (None). Empty tensors are skipped on both sides
+    (both sides know the sizes, so they agree). ``send`` and ``recv`` must be
+    contiguous. Counts bytes, messages and one step in ``stats``.
+    """
+    step = stats.steps
+    requests = []
+    if send is not None and send.numel() > 0:
+        if not send.is_contiguous():
+            raise ValueError("exchange: send tensor must be contiguous")
+        requests.append(dist.isend(send, dst))
+        stats.bytes_sent += _nbytes(send)
+        stats.messages += 1
+        for rec in _RECORDERS:
+            rec.append(Event(step, "send", dst, send.data_ptr(), send.numel()))
+    if recv is not None and recv.numel() > 0:
+        if not recv.is_contiguous():
+            raise ValueError("exchange: recv tensor must be contiguous")
+        requests.append(dist.irecv(recv, src))
+        stats.bytes_received += _nbytes(recv)
+        for rec in _RECORDERS:
+            rec.append(Event(step, "recv", src, recv.data_ptr(), recv.numel()))
+    for req in requests:
+        req.wait()
+    stats.steps += 1
+
+
+def group_info(where: str) -> tuple[int, int]:
+    """(rank, world_size) of the default group, or a clear error if there is none."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(f"{where}: no process group; call it on ranks started by labkit.dist.launch "
+                           "(or after dist.init_process_group)")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def check_tensor(t, where: str, name: str = "tensor") -> None:
+    """TypeError unless ``t`` is a torch.Tensor of a supported floating dtype."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{where}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{where}: {name} has dtype {t.dtype}; expected one of "
+                        f"{', '.join(str(d) for d in SUPPORTED_DTYPES)}")
+
+
+def check_rank(r, world_size: int, where: str, name: str) -> None:
+    """ValueError unless ``r`` is an int rank in [0, world_size)."""
+    if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < world_size:
+        raise ValueError(f"{where}: {name} must be an int rank in [0, {world_size}), got {r!r}")
+
+
+@contextlib.contextmanager
+def flat_view(tensor: torch.Tensor):
+    """Yield a contiguous 1-D view of ``tensor``; copies back at exit if a copy was needed."""
+    if tensor.is_contiguous():
+        yield tensor.view(-1)
+    else:
+        flat = tensor.reshape(-1).clone()
+        yield flat
+        tensor.copy_(flat.view(tensor.shape))

@@ -1,0 +1,150 @@
+"""Ring collectives built only from isend/irecv (via `exchange`).
+
+Ranks form a ring: rank r sends to (r + 1) % N and receives from (r - 1) % N.
+
+Schedule (N ranks, chunks numbered 0..N-1, steps s = 0..N-2):
+- reduce-scatter: rank r sends chunk (r - s - 1) % N and receives chunk
+  (r - s - 2) % N, which it adds to its own copy. After N-1 steps rank r holds
+  the full sum of chunk r (the chunk `reduce_scatter_tensor` gives rank r).
+- all-gather: rank r sends chunk (r - s) % N and receives chunk (r - s - 1) % N,
+  which it stores. After N-1 steps every rank holds every chunk.
+
+Bytes (c_i = bytes of chunk i, S = sum of c_i): in an all-reduce rank r sends
+every chunk but r during reduce-scatter and every chunk but r+1 during
+all-gather, so bytes_sent(r) = 2S - c_r - c_{(r+1)%N}; summed over ranks that
+is exactly 2(N-1)·S. See labkit.collectives.formulas.
+"""
+from __future__ import annotations
+
+import torch
+
+from labkit.collectives.chunking import chunk_bounds
+from labkit.collectives.p2p import check_tensor, exchange, flat_view, group_info
+from labkit.collectives.stats import CommStats
+
+
+def _check_bounds(buf: torch.Tensor, bounds, world_size: int, where: str) -> list[int]:
+    if not isinstance(buf, torch.Tensor) or buf.dim() != 1 or not buf.is_contiguous():
+        raise ValueError(f"{where}: buf must be a contiguous 1-D tensor")
+    bounds = [int(b) for b in bounds]
+    if len(bounds) != world_size + 1 or bounds[0] != 0 or bounds[-1] != buf.numel() \
+            or any(b1 < b0 for b0, b1 in zip(bounds, bounds[1:])):
+        raise ValueError(f"{where}: bounds must be {world_size + 1} non-decreasing offsets from 0 to "
+                         f"buf.numel()={buf.numel()}, got {bounds}")
+    return bounds
+
+
+def ring_reduce_scatter_chunks(buf: torch.Tensor, bounds) -> CommStats:
+    """In-place ring reduce-scatter (sum) of a 1-D contiguous buffer cut at ``bounds``.
+
+    Chunk i is ``buf[bounds[i]:bounds[i+1]]`` (sizes may differ). Afterwards
+    chunk r of rank r's ``buf`` holds the sum over ranks of chunk r; rank r's
+    other chunks hold partial sums (unspecified). N-1 steps.
+    """
+    rank, n = group_info("ring_reduce_scatter_chunks")
+    check_tensor(buf, "ring_reduce_scatter_chunks", "buf")
+    b = _check_bounds(buf, bounds, n, "ring_reduce_scatter_chunks")
+    stats = CommStats()
+    if n == 1:
+        return stats
+    right, left = (rank + 1) % n, (rank - 1) % n
+    tmp = torch.empty(max(b[i + 1] - b[i] for i in range(n)), dtype=buf.dtype, device=buf.device)
+    for s in range(n - 1):
+        c_send, c_recv = (rank - s - 1) % n, (rank - s - 2) % n
+        size = b[c_recv + 1] - b[c_recv]
+        exchange(stats, send=buf[b[c_send]:b[c_send + 1]], dst=right, recv=tmp[:size], src=left)
+        buf[b[c_recv]:b[c_recv + 1]].add_(tmp[:size])
+    return stats
+
+
+def ring_all_gather_chunks(buf: torch.Tensor, bounds) -> CommStats:
+    """In-place ring all-gather of a 1-D contiguous buffer cut at ``bounds``.
+
+    Before: rank r's chunk r (``buf[bounds[r]:bounds[r+1]]``) is valid. After:
+    every chunk i on every rank equals rank i's chunk i. N-1 steps.
+    """
+    rank, n = group_info("ring_all_gather_chunks")
+    check_tensor(buf, "ring_all_gather_chunks", "buf")
+    b = _check_bounds(buf, bounds, n, "ring_all_gather_chunks")
+    stats = CommStats()
+    right, left = (rank + 1) % n, (rank - 1) % n
+    for s in range(n - 1):
+        c_send, c_recv = (rank - s) % n, (rank - s - 1) % n
+        exchange(stats, send=buf[b[c_send]:b[c_send + 1]], dst=right,
+                 recv=buf[b[c_recv]:b[c_recv + 1]], src=left)
+    return stats
+
+
+def ring_all_reduce(tensor: torch.Tensor) -> CommStats:
+    """Sum ``tensor`` over all ranks, in place, with a ring (reduce-scatter then all-gather).
+
+    Any shape and length: the flattened tensor of L elements is cut into N
+    chunks by `chunk_bounds` (the first L mod N chunks get one extra element)
+    and chunks travel unpadded. 2(N-1) steps; bytes per rank in
+    `formulas.ring_all_reduce_bytes`.
+    """
+    _, n = group_info("ring_all_reduce")
+    check_tensor(tensor, "ring_all_reduce")
+    with flat_view(tensor) as flat:
+        bounds = chunk_bounds(flat.numel(), n)
+        stats = ring_reduce_scatter_chunks(flat, bounds)
+        stats = stats + ring_all_gather_chunks(flat, bounds)
+    return stats
+
+
+def ring_reduce_scatter(output: torch.Tensor, input: torch.Tensor) -> CommStats:
+    """Ring reduce-scatter (sum) with `dist.reduce_scatter_tensor`'s shapes.
+
+    input: N * output.numel() elements (any shape); chunk r is elements
+    ``[r*m, (r+1)*m)`` of the flattened input, m = output.numel(). Rank r's
+    ``output`` receives the sum over ranks of chunk r; ``input`` is not
+    modified. Equal chunks only (that is torch's rule); for uneven chunks use
+    `ring_reduce_scatter_chunks`.
+    """
+    rank, n = group_info("ring_reduce_scatter")
+    check_tensor(output, "ring_reduce_scatter", "output")
+    check_tensor(input, "ring_reduce_scatter", "input")
+    if input.dtype != output.dtype:
+        raise TypeError(f"ring_reduce_scatter: input dtype {input.dtype} != output dtype {output.dtype}")
+    m = output.numel()
+    if input.numel() != n * m:
+        raise ValueError(f"ring_reduce_scatter: input must have world_size * output.numel() = {n}*{m} = {n * m} "
+                         f"elements, got {input.numel()}")
+    src = input.reshape(-1) if input.is_contiguous() else input.reshape(-1).clone()
+    stats = CommStats()
+    with flat_view(output) as out:
+        if n == 1:
+            out.copy_(src)
+            return stats
+        right, left = (rank + 1) % n, (rank - 1) % n
+        acc, tmp = torch.empty_like(out), torch.empty_like(out)
+        for s in range(n - 1):
+            c_send, c_recv = (rank - s - 1) % n, (rank - s - 2) % n
+            send = src[c_send * m:(c_send + 1) * m] if s == 0 else acc
+            exchange(stats, send=send, dst=right, recv=tmp, src=left)
+            torch.add(tmp, src[c_recv * m:(c_recv + 1) * m], out=acc)
+        out.copy_(acc)
+    return stats
+
+
+def ring_all_gather(output: torch.Tensor, input: torch.Tensor) -> CommStats:
+    """Ring all-gather with `dist.all_gather_into_tensor`'s shapes.
+
+    output: N * input.numel() elements (any shape); afterwards elements
+    ``[r*m, (r+1)*m)`` of the flattened output hold rank r's input, m =
+    input.numel(). Equal sizes only (torch's rule); for uneven chunks use
+    `ring_all_gather_chunks`.
+    """
+    rank, n = group_info("ring_all_gather")
+    check_tensor(output, "ring_all_gather", "output")
+    check_tensor(input, "ring_all_gather", "input")
+    if input.dtype != output.dtype:
+        raise TypeError(f"ring_all_gather: input dtype {input.dtype} != output dtype {output.dtype}")
+    m = input.numel()
+    if output.numel() != n * m:
+        raise ValueError(f"ring_all_gather: output must have world_size * input.numel() = {n}*{m} = {n * m} "
+                         f"elements, got {output.numel()}")
+    with flat_view(output) as out:
+        out[rank * m:(rank + 1) * m].copy_(input.reshape(-1))
+        stats = ring_all_gather_chunks(out, [i * m for i in range(n + 1)])
+    return stats

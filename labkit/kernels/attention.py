@@ -1,0 +1,112 @@
+"""Fused attention forward (FlashAttention): softmax(Q K^T * scale) V without the S x S matrix.
+
+Program (m-block, batch*head) keeps a BLOCK_M x D tile of Q on chip and walks
+the keys/values in BLOCK_N blocks. For each block: scores s = Q K^T * scale
+(fp32), masked past the sequence end (and above the diagonal when causal);
+then the online softmax: running row max m, running denominator l,
+accumulator acc, with the old terms rescaled by alpha = exp(m_old - m_new)
+before adding the new block's exp(s - m_new) and its exp(s - m_new) @ V.
+At the end out = acc / l. Memory traffic is O(S*D) per head instead of the
+O(S^2) a materialised score matrix needs.
+
+Causal masking is top-left aligned (query i sees keys 0..i), like
+``F.scaled_dot_product_attention(is_causal=True)``; with causal=True the key
+loop stops after the block holding the last query row of the tile.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from labkit.kernels.checks import check_same, check_tensor, interpreting
+
+
+@triton.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_q, seq_k, head_dim, scale,
+                     stride_qh, stride_qm, stride_kh, stride_kn, stride_vh, stride_vn, stride_oh, stride_om,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     CAUSAL: tl.constexpr):
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1).to(tl.int64)           # flattened batch * head
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_ok = offs_d[None, :] < head_dim
+    q = tl.load(q_ptr + bh * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :],
+                mask=(offs_m[:, None] < seq_q) & d_ok, other=0.0)
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)   # finite start: exp(m_old - m_new) never sees -inf - -inf
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    n_end = seq_k
+    if CAUSAL:
+        n_end = tl.minimum(seq_k, (pid_m + 1) * BLOCK_M)
+    for start_n in range(0, n_end, BLOCK_N):
+        cols = start_n + offs_n
+        kv_mask = (cols[:, None] < seq_k) & d_ok
+        k = tl.load(k_ptr + bh * stride_kh + cols[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+        keep = cols[None, :] < seq_k
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= offs_m[:, None])
+        s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_ptr + bh * stride_vh + cols[:, None] * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + bh * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :],
+             out.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < seq_q) & d_ok)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              scale: float | None = None, block_m: int | None = None, block_n: int | None = None) -> torch.Tensor:
+    """softmax(q k^T * scale [+ causal mask]) v for contiguous (B, H, S, D) tensors; fp32/fp16/bf16.
+
+    q: (B, H, S_q, D); k, v: (B, H, S_k, D); any S and D (D <= 256).
+    ``scale`` defaults to 1/sqrt(D). Returns (B, H, S_q, D) in q's dtype;
+    scores, softmax statistics and the accumulator are fp32.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor("attention", name, t, ndim=4)
+    check_same("attention", q=q, k=k, v=v)
+    if k.shape != v.shape:
+        raise ValueError(f"attention: k {tuple(k.shape)} and v {tuple(v.shape)} must have the same shape")
+    if q.shape[:2] != k.shape[:2] or q.shape[3] != k.shape[3]:
+        raise ValueError(f"attention: q {tuple(q.shape)} and k {tuple(k.shape)} must agree in batch, heads "
+                         f"and head dim (B, H, S, D)")
+    B, H, Sq, D = q.shape
+    Sk = k.shape[2]
+    if D > 256:
+        raise ValueError(f"attention: head dim {D} > 256 is not supported")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    if interpreting():
+        bm, bn, extra = block_m or 16, block_n or 16, {}
+    else:
+        bm, bn = block_m or 128, block_n or (64 if D <= 64 else 32)
+        extra = {"num_warps": 4 if D <= 64 else 8, "num_stages": 3}
+    bd = max(16, triton.next_power_of_2(D))
+    o = torch.empty_like(q)
+    q3, k3, v3, o3 = (t.view(B * H, t.shape[2], D) for t in (q, k, v, o))
+    grid = (triton.cdiv(Sq, bm), B * H)
+    attention_kernel[grid](q3, k3, v3, o3, Sq, Sk, D, scale,
+                           q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1),
+                           v3.stride(0), v3.stride(1), o3.stride(0), o3.stride(1),
+                           BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, CAUSAL=bool(causal), **extra)
+    return o
+
+
+def attention_reference(q, k, v, causal: bool = False, scale: float | None = None) -> torch.Tensor:
+    """Materialised fp32 reference: softmax(q k^T * scale) v, causal top-left aligned."""
+    D = q.shape[-1]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    s = (q.float() @ k.float().transpose(-1, -2)) * scale
+    if causal:
+        Sq, Sk = q.shape[-2], k.shape[-2]
+        s = s.masked_fill(torch.ones(Sq, Sk, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return (torch.softmax(s, dim=-1) @ v.float()).to(q.dtype)

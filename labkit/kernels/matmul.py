@@ -1,0 +1,139 @@
+"""Tiled matmul C = A @ B with a k-loop, grouped program order and fp32 accumulation.
+
+Program (pid_m, pid_n) owns a BLOCK_M x BLOCK_N tile of C. It walks K in
+steps of BLOCK_K, loading a BLOCK_M x BLOCK_K tile of A and a BLOCK_K x
+BLOCK_N tile of B each step and accumulating ``tl.dot`` into an fp32 tile,
+then writes its C tile once. Edges are masked, so M, N, K need not be block
+multiples.
+
+Traffic (Lab 03's formula, per tile): each program reads (BLOCK_M + BLOCK_N)
+* K elements, so all ceil(M/BM)*ceil(N/BN) programs read about M*N*K*(1/BN +
+1/BM) elements, plus M*N written: for square b x b tiles, 2 n^3 / b + n^2.
+Bigger tiles -> less traffic, until they no longer fit on chip.
+
+Grouped ordering: consecutive program ids walk down GROUP_M rows of tiles
+before moving right, so programs running at the same time share A and B
+tiles in L2.
+
+``input_precision="ieee"`` is set explicitly in ``tl.dot``: for fp32 inputs a
+GPU would otherwise use TF32 (10-bit mantissa) while the interpreter computes
+in full fp32, and the two would disagree. (It does not affect fp16/bf16.)
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from labkit.kernels.checks import check_same, check_tensor, interpreting
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr):
+    # grouped ordering: program id -> (pid_m, pid_n)
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    group_size = GROUP_M * num_pid_n
+    first_m = (pid // group_size) * GROUP_M
+    rows_in_group = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group_size) % rows_in_group
+    pid_n = (pid % group_size) // rows_in_group
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="ieee")
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+# On a GPU: a small autotune set (tiles, pipeline stages, warps), tuned per (M, N, K).
+GPU_CONFIGS = [
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=3, num_warps=8),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=3, num_warps=8),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=5, num_warps=2),
+]
+# Under the interpreter: one fixed, small config (no tuning: timings mean nothing there).
+INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2}
+
+_autotuned = None
+
+
+def _tuned_kernel():
+    global _autotuned
+    if _autotuned is None:
+        _autotuned = triton.autotune(configs=GPU_CONFIGS, key=["M", "N", "K"])(matmul_kernel)
+    return _autotuned
+
+
+def grid_size(M: int, N: int, block_m: int, block_n: int) -> int:
+    """Programs launched: ceil(M/BLOCK_M) * ceil(N/BLOCK_N) (one per C tile)."""
+    return triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    """C = A @ B for 2-D A (M, K) and B (K, N) of one dtype (fp32/fp16/bf16); any strides.
+
+    Accumulates in fp32 and returns C (M, N) in the input dtype. ``config``
+    (keys BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M; powers of two, >= 16 on a GPU)
+    fixes the tiles; by default the interpreter uses INTERPRETER_CONFIG and a
+    GPU autotunes over GPU_CONFIGS.
+    """
+    check_tensor("matmul", "a", a, ndim=2, contiguous=False)
+    check_tensor("matmul", "b", b, ndim=2, contiguous=False)
+    check_same("matmul", a=a, b=b)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)} "
+                         f"(need a (M, K) and b (K, N))")
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    if config is None and not interpreting():
+        kernel = _tuned_kernel()
+        kernel[lambda meta: (grid_size(M, N, meta["BLOCK_M"], meta["BLOCK_N"]),)](*args)
+        return c
+    cfg = dict(INTERPRETER_CONFIG if config is None else config)
+    missing = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"} - set(cfg)
+    if missing:
+        raise ValueError(f"matmul: config is missing {sorted(missing)}")
+    matmul_kernel[(grid_size(M, N, cfg["BLOCK_M"], cfg["BLOCK_N"]),)](*args, **cfg)
+    return c
+
+
+def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """fp32-accumulated reference: (a.float() @ b.float()) cast to a.dtype."""
+    return (a.float() @ b.float()).to(a.dtype)
+
+
+def program_tile(pid: int, M: int, N: int, block_m: int, block_n: int, group_m: int) -> tuple[int, int]:
+    """The (pid_m, pid_n) tile that program ``pid`` computes under grouped ordering (pure Python)."""
+    num_pid_m, num_pid_n = triton.cdiv(M, block_m), triton.cdiv(N, block_n)
+    group_size = group_m * num_pid_n
+    first_m = (pid // group_size) * group_m
+    rows = min(num_pid_m - first_m, group_m)
+    return first_m + (pid % group_size) % rows, (pid % group_size) // rows
+
+
+def tiled_traffic_elements(M: int, N: int, K: int, block_m: int, block_n: int) -> int:
+    """Elements moved between DRAM and chip by the tiled kernel if nothing is cached:
+    each of the ceil(M/BM)*ceil(N/BN) programs reads BM*K of A and K*BN of B
+    (full tiles, masked or not, counted as issued) and writes its BM*BN tile of C.
+    For M=N=K=n, BM=BN=b dividing n: 2*n^3/b + n^2."""
+    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
+    return tiles * (block_m * K + K * block_n) + M * N

@@ -1,0 +1,243 @@
+"""Record which elements each Triton program instance loads and stores (interpreter only).
+
+Under ``TRITON_INTERPRET=1`` every ``tl.load``/``tl.store`` reaches the
+interpreter's builder as a numpy array of raw addresses plus a boolean mask.
+Inside ``with record() as rec:`` we wrap the builder's
+``create_masked_load``/``create_masked_store`` and, for every call, map each
+lane's address back to (kernel argument, element offset) using the
+argument tensors' ``data_ptr`` ranges, tagged with the current program id.
+
+Each lane is classified as
+- *active*: mask true and inside the tensor: a real access (``offsets``);
+- *masked*: mask false: no memory is touched (``masked_offsets``, which may
+  well lie past the end: that is exactly what the mask is for);
+- *out of bounds*: mask true but outside every argument tensor (``oob_offsets``,
+  relative to the tensor the pointer was computed from). On a GPU that is a
+  garbage read or a corrupting write; here the recorder drops those lanes
+  (a load yields ``other``/0, a store is skipped) so the host stays intact,
+  or raises at once when ``on_oob="raise"``.
+
+Offsets are element offsets from the tensor's ``data_ptr`` (for a contiguous
+tensor, the flat index). Only kernel launches made inside the block are seen.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+from typing import Iterator
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class TensorInfo:
+    """A tensor argument of one launch: ``name`` is the kernel parameter name."""
+    name: str
+    ptr: int            # data_ptr, bytes
+    numel: int          # elements
+    element_size: int   # bytes
+    shape: tuple
+
+    def contains(self, addr: np.ndarray) -> np.ndarray:
+        return (addr >= self.ptr) & (addr < self.ptr + self.numel * self.element_size)
+
+
+@dataclasses.dataclass
+class Access:
+    """One tl.load or tl.store executed by one program instance."""
+    launch: int                 # index into AccessRecorder.launches
+    pid: tuple                  # (x, y, z) program id
+    kind: str                   # "load" or "store"
+    tensor: str                 # kernel parameter name the pointer belongs to ("?" if none)
+    offsets: np.ndarray         # element offsets of active, in-bounds lanes (flat, int64)
+    masked_offsets: np.ndarray  # element offsets of lanes the mask switched off
+    oob_offsets: np.ndarray     # element offsets of active lanes outside the tensor
+    lanes: int                  # lanes in the block (mask size)
+
+
+@dataclasses.dataclass
+class Launch:
+    kernel: str
+    grid: tuple
+    tensors: dict               # name -> TensorInfo
+
+
+class OutOfBoundsError(IndexError):
+    pass
+
+
+class AccessRecorder:
+    """Holds what ``record()`` saw: ``launches`` and ``accesses`` (see :class:`Access`)."""
+
+    def __init__(self, on_oob: str = "record"):
+        if on_oob not in ("record", "raise"):
+            raise ValueError(f"record: on_oob must be 'record' or 'raise', got {on_oob!r}")
+        self.on_oob = on_oob
+        self.launches: list[Launch] = []
+        self.accesses: list[Access] = []
+
+    # ---- queries -------------------------------------------------------
+    def select(self, kind: str | None = None, tensor: str | None = None, pid: tuple | int | None = None,
+               launch: int | None = None) -> list[Access]:
+        """Accesses matching every filter given; ``pid`` may be an int (axis 0 only)."""
+        if isinstance(pid, int):
+            pid = (pid, 0, 0)
+        elif pid is not None:
+            pid = tuple(pid) + (0,) * (3 - len(pid))
+        return [a for a in self.accesses
+                if (kind is None or a.kind == kind) and (tensor is None or a.tensor == tensor)
+                and (pid is None or a.pid == pid) and (launch is None or a.launch == launch)]
+
+    def elements(self, kind: str | None = None, tensor: str | None = None, pid=None, launch=None) -> np.ndarray:
+        """Sorted unique element offsets actively accessed under the filters."""
+        parts = [a.offsets for a in self.select(kind, tensor, pid, launch)]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
+
+    def counts(self, tensor: str, kind: str | None = None, launch: int | None = None) -> np.ndarray:
+        """How many times each element of ``tensor`` was accessed (length = its numel)."""
+        info = self._info(tensor, launch)
+        out = np.zeros(info.numel, dtype=np.int64)
+        for a in self.select(kind, tensor, None, launch):
+            np.add.at(out, a.offsets, 1)
+        return out
+
+    def owner(self, tensor: str, kind: str = "store", launch: int | None = None) -> np.ndarray:
+        """For each element of ``tensor``: linear program id that last accessed it (-1: none).
+
+        Linear id = x + gx * (y + gy * z) for launch grid (gx, gy, gz).
+        """
+        info = self._info(tensor, launch)
+        out = np.full(info.numel, -1, dtype=np.int64)
+        for a in self.select(kind, tensor, None, launch):
+            gx, gy, _ = self.launches[a.launch].grid
+            out[a.offsets] = a.pid[0] + gx * (a.pid[1] + gy * a.pid[2])
+        return out
+
+    @property
+    def out_of_bounds(self) -> list[Access]:
+        """Accesses with at least one active lane outside its tensor."""
+        return [a for a in self.accesses if a.oob_offsets.size]
+
+    def n_masked(self, kind: str | None = None, tensor: str | None = None) -> int:
+        """Total masked-off lanes."""
+        return int(sum(a.masked_offsets.size for a in self.select(kind, tensor)))
+
+    def summary(self) -> str:
+        """A few lines: launches, and per (launch, tensor, kind) active/masked/out-of-bounds lanes."""
+        lines = []
+        for i, ln in enumerate(self.launches):
+            lines.append(f"launch {i}: {ln.kernel} grid={ln.grid}")
+            for name in ln.tensors:
+                for kind in ("load", "store"):
+                    acc = self.select(kind, name, launch=i)
+                    if acc:
+                        act = sum(a.offsets.size for a in acc)
+                        msk = sum(a.masked_offsets.size for a in acc)
+                        oob = sum(a.oob_offsets.size for a in acc)
+                        lines.append(f"  {kind:5s} {name:8s}: {len(acc)} calls, {act} active lanes, "
+                                     f"{msk} masked, {oob} out of bounds")
+        return "\n".join(lines)
+
+    def _info(self, tensor: str, launch: int | None) -> TensorInfo:
+        launches = self.launches if launch is None else [self.launches[launch]]
+        for ln in reversed(launches):
+            if tensor in ln.tensors:
+                return ln.tensors[tensor]
+        raise KeyError(f"no kernel argument named {tensor!r} was recorded")
+
+    # ---- hooks ---------------------------------------------------------
+    def _classify(self, kind: str, ptrs: np.ndarray, mask: np.ndarray, pid: tuple) -> np.ndarray:
+        """Record one call; return the mask with out-of-bounds lanes switched off."""
+        launch = len(self.launches) - 1
+        tensors = list(self.launches[launch].tensors.values()) if launch >= 0 else []
+        addr = np.asarray(ptrs, dtype=np.uint64).astype(np.int64).ravel()
+        m = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).ravel()
+        best, best_hits = None, -1
+        for t in tensors:  # the tensor holding most lanes; else the nearest one below
+            hits = int(t.contains(addr).sum())
+            if hits > best_hits:
+                best, best_hits = t, hits
+        if best_hits == 0:
+            below = [t for t in tensors if t.ptr <= addr.min()]
+            best = max(below, key=lambda t: t.ptr) if below else (tensors[0] if tensors else None)
+        if best is None:
+            name, off, inside = "?", addr, np.zeros_like(m)
+        else:
+            name = best.name
+            off = (addr - best.ptr) // best.element_size
+            inside = np.zeros_like(m)
+            for t in tensors:
+                inside |= t.contains(addr)
+        active = m & inside
+        oob = m & ~inside
+        self.accesses.append(Access(launch, pid, kind, name, off[active], off[~m], off[oob], int(m.size)))
+        if oob.any() and self.on_oob == "raise":
+            raise OutOfBoundsError(f"program {pid} would {kind} {name} at element offset(s) "
+                                   f"{off[oob][:5].tolist()} outside the tensor")
+        return active.reshape(np.shape(ptrs))
+
+
+_ACTIVE: list[AccessRecorder] = []
+
+
+@contextlib.contextmanager
+def record(on_oob: str = "record") -> Iterator[AccessRecorder]:
+    """Context manager: record every interpreted kernel launch inside it.
+
+    ``on_oob="record"`` keeps going and drops out-of-bounds lanes (so learners'
+    buggy kernels cannot corrupt memory); ``"raise"`` stops at the first one.
+    Needs ``TRITON_INTERPRET=1`` (set by ``import labkit`` on GPU-less machines).
+    """
+    from labkit.kernels.checks import interpreting
+
+    if not interpreting():
+        raise RuntimeError("record(): the access recorder needs Triton's interpreter (TRITON_INTERPRET=1); "
+                           "compiled GPU kernels cannot be observed this way")
+    if _ACTIVE:
+        raise RuntimeError("record(): already recording; nested recorders are not supported")
+    from triton.runtime import interpreter as I
+
+    rec = AccessRecorder(on_oob)
+    builder = I.interpreter_builder
+    orig_init = I.GridExecutor._init_args_hst
+    orig_grid = builder.set_grid_dim
+
+    def init_args_hst(self, args_dev, kwargs):
+        args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
+        call = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
+        tensors = {}
+        for name, v in call.items():
+            if hasattr(v, "data_ptr") and hasattr(v, "element_size"):
+                tensors[name] = TensorInfo(name, int(v.data_ptr()), int(v.numel()), int(v.element_size()),
+                                           tuple(v.shape))
+        rec.launches.append(Launch(self.fn.__name__, (), tensors))
+        return args_hst, kwargs_hst
+
+    def set_grid_dim(nx, ny, nz):
+        if rec.launches:
+            rec.launches[-1].grid = (nx, ny, nz)
+        return orig_grid(nx, ny, nz)
+
+    def masked_load(ptrs, mask, other, cache_policy, is_volatile):
+        keep = rec._classify("load", ptrs.data, mask.data, tuple(builder.grid_idx))
+        mask = I.TensorHandle(keep, mask.dtype)
+        return I.InterpreterBuilder.create_masked_load(builder, ptrs, mask, other, cache_policy, is_volatile)
+
+    def masked_store(ptrs, value, mask, cache_policy):
+        keep = rec._classify("store", ptrs.data, mask.data, tuple(builder.grid_idx))
+        mask = I.TensorHandle(keep, mask.dtype)
+        return I.InterpreterBuilder.create_masked_store(builder, ptrs, value, mask, cache_policy)
+
+    I.GridExecutor._init_args_hst = init_args_hst
+    builder.set_grid_dim = set_grid_dim
+    builder.create_masked_load = masked_load
+    builder.create_masked_store = masked_store
+    _ACTIVE.append(rec)
+    try:
+        yield rec
+    finally:
+        I.GridExecutor._init_args_hst = orig_init
+        for attr in ("set_grid_dim", "create_masked_load", "create_masked_store"):
+            builder.__dict__.pop(attr, None)
+        _ACTIVE.pop()

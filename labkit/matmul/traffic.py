@@ -1,0 +1,300 @@
+"""Counted (instrumented) CPU matmuls: C = A @ B while counting element loads.
+
+Conventions used everywhere in this module
+------------------------------------------
+- ``A`` is M x K, ``B`` is K x N, ``C = A @ B`` is M x N (any 2-D real arrays).
+- Traffic is counted in **elements** (not bytes) moved from the *slower* memory
+  level into the faster one: ``a_reads`` / ``b_reads`` for A and B, and
+  ``c_writes`` for elements of C written back to the slower level.
+- The loops follow the seed notes (lecture pseudo-code), with tile sizes that
+  need not divide the matrix: the last tile along a dimension is simply smaller,
+  and only the elements really in a tile are counted.
+
+Closed forms (``cdiv(x, b)`` = ceil(x / b)), all asserted by tests/test_matmul.py:
+
+naive (registers <- memory, no reuse):       A: M*N*K            B: M*N*K
+cache_tiled(b1, b2) (L1 <- DRAM):            A: M*K              B: cdiv(M, b1)*K*N
+register_tiled(v1, v2, v3) (reg <- L1):      A: M*K*cdiv(N, v2)  B: cdiv(M, v1)*K*N
+    v1 = rows of the C register tile (rows of A per load),
+    v2 = columns of the C register tile (columns of B per load),
+    v3 = k-width of each A/B register tile; it changes the register footprint
+         (v1*v3 + v2*v3 + v1*v2) but NOT the traffic.
+tiled(b1, b2, v1, v2) (both levels):
+    DRAM -> L1: as cache_tiled(b1, b2)
+    L1 -> reg:  A: M*K*J(N, b2, v2)          B: J(M, b1, v1)*K*N
+    with J(n, b, v) = (n // b)*cdiv(b, v) + cdiv(n % b, v)  (register tiles per
+    cache block, summed over the cache blocks along that dimension).
+In every case C is written exactly once per element: c_writes = M*N.
+With square n and tiles dividing n these reduce to the lecture's forms:
+naive 2n^3; cache n^2 + n^3/b1; register n^3/v2 + n^3/v1 (+ n^2 for C).
+(The seed notes' "combined" section writes the DRAM traffic of B as n^2/b1; it
+is n^3/b1, as in the cache-tiling section.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from numbers import Integral
+
+import numpy as np
+
+__all__ = [
+    "Traffic", "TwoLevelTraffic", "Step", "cdiv",
+    "naive", "cache_tiled", "register_tiled", "tiled",
+    "naive_formula", "cache_tiled_formula", "register_tiled_formula", "tiled_formula",
+]
+
+
+@dataclass
+class Traffic:
+    """Elements moved between two memory levels by one matmul.
+
+    a_reads, b_reads: elements of A / B loaded from the slower level.
+    c_writes: elements of C written back to the slower level.
+    All counts are element counts; multiply by the itemsize for bytes.
+    """
+
+    a_reads: int = 0
+    b_reads: int = 0
+    c_writes: int = 0
+
+    @property
+    def total(self) -> int:
+        """a_reads + b_reads + c_writes (elements)."""
+        return self.a_reads + self.b_reads + self.c_writes
+
+    def bytes(self, itemsize: int = 4) -> int:
+        """Total traffic in bytes for elements of ``itemsize`` bytes (default float32)."""
+        return self.total * itemsize
+
+    def copy(self) -> "Traffic":
+        return replace(self)
+
+
+@dataclass
+class TwoLevelTraffic:
+    """Traffic of the combined loop at both levels: ``dram`` (L1 <- DRAM) and ``l1`` (registers <- L1)."""
+
+    dram: Traffic
+    l1: Traffic
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a tiled loop, for animations: what is resident and the counters so far.
+
+    a, b, c: resident tile of A, B and the C tile being computed, each as
+    (row0, row1, col0, col1) half-open ranges in that matrix's coordinates.
+    loaded: which operands this step loaded from the slower level ("A", "B", "AB").
+    traffic: running counters *after* this step.
+    """
+
+    a: tuple
+    b: tuple
+    c: tuple
+    loaded: str
+    traffic: Traffic
+
+
+def cdiv(x: int, b: int) -> int:
+    """ceil(x / b) for non-negative int x and positive int b."""
+    return -(-x // b)
+
+
+# ----------------------------------------------------------------------------- checks
+def _as_matrix(name: str, X) -> np.ndarray:
+    if hasattr(X, "detach") and hasattr(X, "numpy"):  # a torch tensor
+        X = X.detach().cpu().numpy()
+    if not isinstance(X, np.ndarray):
+        raise TypeError(f"{name} must be a 2-D numpy array or torch tensor, got {type(X).__name__}")
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (a matrix), got shape {X.shape}")
+    if not (np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)):
+        raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}")
+    return X
+
+
+def check_operands(A, B) -> tuple[np.ndarray, np.ndarray]:
+    """Validate A (M x K) and B (K x N); return them as numpy arrays. Clear one-line errors."""
+    A, B = _as_matrix("A", A), _as_matrix("B", B)
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {A.shape[0]}x{A.shape[1]}, "
+                         f"B is {B.shape[0]}x{B.shape[1]} (need A.shape[1] == B.shape[0])")
+    return A, B
+
+
+def check_tile(name: str, v) -> int:
+    """A tile size must be a positive Python/numpy int (not bool, not float)."""
+    if isinstance(v, bool) or not isinstance(v, Integral):
+        raise TypeError(f"tile size {name} must be a positive int, got {v!r} ({type(v).__name__})")
+    if v < 1:
+        raise ValueError(f"tile size {name} must be >= 1, got {v}")
+    return int(v)
+
+
+def _out(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    return np.zeros((A.shape[0], B.shape[1]), dtype=np.result_type(A.dtype, B.dtype, np.float64))
+
+
+# ----------------------------------------------------------------------------- loops
+def naive(A, B) -> tuple[np.ndarray, Traffic]:
+    """Untiled C = A @ B: each C[i, j] loads row i of A and column j of B (K elements each).
+
+    Returns (C, traffic) with traffic in elements: A: M*N*K, B: M*N*K, C: M*N.
+    """
+    A, B = check_operands(A, B)
+    C, t = _out(A, B), Traffic()
+    M, N = C.shape
+    for i in range(M):
+        for j in range(N):
+            a, b = A[i, :], B[:, j]
+            t.a_reads += a.size
+            t.b_reads += b.size
+            C[i, j] = a @ b
+            t.c_writes += 1
+    return C, t
+
+
+def cache_tiled(A, B, b1: int, b2: int, trace: list | None = None) -> tuple[np.ndarray, Traffic]:
+    """Cache-aware tiling (DRAM -> L1): keep a b1 x K row block of A resident, stream K x b2 blocks of B.
+
+    Loop (from the lecture, with partial last tiles):
+        for each row block i (b1 rows of A):      load A[i-block, :]      -> L1
+            for each column block j (b2 cols of B): load B[:, j-block]   -> L1
+                C[i-block, j-block] = a @ b         (written once)
+    Returns (C, traffic): A: M*K, B: cdiv(M, b1)*K*N, C: M*N elements.
+    ``trace``: if a list, one `Step` per (i, j) is appended (for animations).
+    """
+    A, B = check_operands(A, B)
+    b1, b2 = check_tile("b1", b1), check_tile("b2", b2)
+    C, t = _out(A, B), Traffic()
+    M, K = A.shape
+    N = B.shape[1]
+    for i0 in range(0, M, b1):
+        i1 = min(i0 + b1, M)
+        a = A[i0:i1, :]                      # resident in L1 for the whole j loop
+        t.a_reads += a.size
+        for j0 in range(0, N, b2):
+            j1 = min(j0 + b2, N)
+            b = B[:, j0:j1]                  # streamed: reloaded for every row block
+            t.b_reads += b.size
+            C[i0:i1, j0:j1] = a @ b
+            t.c_writes += (i1 - i0) * (j1 - j0)
+            if trace is not None:
+                trace.append(Step((i0, i1, 0, K), (0, K, j0, j1), (i0, i1, j0, j1),
+                                  "AB" if j0 == 0 else "B", t.copy()))
+    return C, t
+
+
+def register_tiled(A, B, v1: int, v2: int, v3: int, trace: list | None = None) -> tuple[np.ndarray, Traffic]:
+    """Register-aware tiling (L1 -> registers): a v1 x v2 tile of C stays in registers.
+
+    Loop (from the lecture, with partial last tiles):
+        for each v1-row block i, for each v2-column block j:
+            c = 0                                   (v1 x v2 registers)
+            for each v3-wide k block:  load a = A[i, k] (v1 x v3), b = B[k, j] (v3 x v2);  c += a @ b
+            C[i, j] = c                             (written once)
+    Returns (C, traffic): A: M*K*cdiv(N, v2), B: cdiv(M, v1)*K*N, C: M*N elements.
+    v3 does not change the traffic. ``trace``: if a list, one `Step` per (i, j, k) is appended.
+    """
+    A, B = check_operands(A, B)
+    v1, v2, v3 = check_tile("v1", v1), check_tile("v2", v2), check_tile("v3", v3)
+    C, t = _out(A, B), Traffic()
+    M, K = A.shape
+    N = B.shape[1]
+    for i0 in range(0, M, v1):
+        i1 = min(i0 + v1, M)
+        for j0 in range(0, N, v2):
+            j1 = min(j0 + v2, N)
+            c = np.zeros((i1 - i0, j1 - j0), dtype=C.dtype)
+            for k0 in range(0, K, v3):
+                k1 = min(k0 + v3, K)
+                a, b = A[i0:i1, k0:k1], B[k0:k1, j0:j1]
+                t.a_reads += a.size
+                t.b_reads += b.size
+                c += a @ b
+                if trace is not None:
+                    trace.append(Step((i0, i1, k0, k1), (k0, k1, j0, j1), (i0, i1, j0, j1), "AB", t.copy()))
+            C[i0:i1, j0:j1] = c
+            t.c_writes += c.size
+            if trace is not None and K == 0:
+                trace.append(Step((i0, i1, 0, 0), (0, 0, j0, j1), (i0, i1, j0, j1), "", t.copy()))
+    return C, t
+
+
+def tiled(A, B, b1: int, b2: int, v1: int, v2: int) -> tuple[np.ndarray, TwoLevelTraffic]:
+    """Cache and register tiling combined (the lecture's "combine together" loop).
+
+    DRAM -> L1: as `cache_tiled` (A row block b1 x K resident, K x b2 block of B streamed).
+    L1 -> registers: inside each (b1, b2) block, v1 x v2 register tiles of C; for each k
+    a v1-column of the A block and a v2-row of the B block are loaded (here all k at once,
+    counted the same: rows*K and K*cols per register tile).
+    Returns (C, TwoLevelTraffic(dram, l1)); see the module docstring for the closed forms.
+    """
+    A, B = check_operands(A, B)
+    b1, b2 = check_tile("b1", b1), check_tile("b2", b2)
+    v1, v2 = check_tile("v1", v1), check_tile("v2", v2)
+    C = _out(A, B)
+    dram, reg = Traffic(), Traffic()
+    M, K = A.shape
+    N = B.shape[1]
+    for i0 in range(0, M, b1):
+        i1 = min(i0 + b1, M)
+        a = A[i0:i1, :]
+        dram.a_reads += a.size
+        for j0 in range(0, N, b2):
+            j1 = min(j0 + b2, N)
+            b = B[:, j0:j1]
+            dram.b_reads += b.size
+            for x0 in range(0, i1 - i0, v1):
+                x1 = min(x0 + v1, i1 - i0)
+                for y0 in range(0, j1 - j0, v2):
+                    y1 = min(y0 + v2, j1 - j0)
+                    ar, br = a[x0:x1, :], b[:, y0:y1]   # k = 0..K-1 of v1-columns / v2-rows
+                    reg.a_reads += ar.size
+                    reg.b_reads += br.size
+                    C[i0 + x0:i0 + x1, j0 + y0:j0 + y1] = ar @ br
+                    reg.c_writes += (x1 - x0) * (y1 - y0)
+            dram.c_writes += (i1 - i0) * (j1 - j0)
+    return C, TwoLevelTraffic(dram, reg)
+
+
+# ----------------------------------------------------------------------------- closed forms
+def _dims(M, K, N):
+    for name, v in (("M", M), ("K", K), ("N", N)):
+        if isinstance(v, bool) or not isinstance(v, Integral) or v < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {v!r}")
+    return int(M), int(K), int(N)
+
+
+def naive_formula(M: int, K: int, N: int) -> Traffic:
+    """Closed form of `naive`: A M*N*K, B M*N*K, C M*N (elements)."""
+    M, K, N = _dims(M, K, N)
+    return Traffic(M * N * K, M * N * K, M * N)
+
+
+def cache_tiled_formula(M: int, K: int, N: int, b1: int, b2: int) -> Traffic:
+    """Closed form of `cache_tiled`: A M*K, B cdiv(M, b1)*K*N, C M*N. b2 does not appear."""
+    M, K, N = _dims(M, K, N)
+    b1, b2 = check_tile("b1", b1), check_tile("b2", b2)
+    return Traffic(M * K, cdiv(M, b1) * K * N, M * N)
+
+
+def register_tiled_formula(M: int, K: int, N: int, v1: int, v2: int, v3: int = 1) -> Traffic:
+    """Closed form of `register_tiled`: A M*K*cdiv(N, v2), B cdiv(M, v1)*K*N, C M*N. v3 does not appear."""
+    M, K, N = _dims(M, K, N)
+    v1, v2, _ = check_tile("v1", v1), check_tile("v2", v2), check_tile("v3", v3)
+    return Traffic(M * K * cdiv(N, v2), cdiv(M, v1) * K * N, M * N)
+
+
+def register_tiles_per_dim(n: int, b: int, v: int) -> int:
+    """J(n, b, v): v-wide register tiles along a dimension of n split into b-wide cache blocks."""
+    return (n // b) * cdiv(b, v) + cdiv(n % b, v)
+
+
+def tiled_formula(M: int, K: int, N: int, b1: int, b2: int, v1: int, v2: int) -> TwoLevelTraffic:
+    """Closed form of `tiled`: DRAM level as cache_tiled; L1 level A M*K*J(N,b2,v2), B J(M,b1,v1)*K*N."""
+    M, K, N = _dims(M, K, N)
+    v1, v2 = check_tile("v1", v1), check_tile("v2", v2)
+    dram = cache_tiled_formula(M, K, N, b1, b2)
+    l1 = Traffic(M * K * register_tiles_per_dim(N, b2, v2), register_tiles_per_dim(M, b1, v1) * K * N, M * N)
+    return TwoLevelTraffic(dram, l1)

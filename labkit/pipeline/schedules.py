@@ -1,0 +1,253 @@
+"""Pipeline schedules as data, and a checker that proves a schedule can run.
+
+A schedule is ``dict[rank, list[Action]]``: the compute actions each rank runs,
+in order. There are ``num_ranks * virtual_stages`` stages; stage ``s`` lives on
+rank ``s % num_ranks`` (the "looped" placement PyTorch uses). An `Action` is
+``(stage, kind, microbatch)`` with kind ``"F"`` (forward), ``"B"`` (full
+backward) or, for split-backward schedules, ``"I"`` (input gradient) and
+``"W"`` (weight gradient).
+
+``schedule(kind, num_ranks, num_microbatches, virtual_stages=1)`` builds
+``"gpipe"``, ``"1f1b"`` and ``"interleaved_1f1b"`` in the order PyTorch's
+``torch.distributed.pipelining`` runs them (tests/test_pipeline_torch.py
+checks action for action), and refuses the combinations PyTorch refuses.
+
+``check_schedule(sched)`` raises `ScheduleError` naming the first dependency a
+schedule violates (or the first missing / duplicated / misplaced action).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["Action", "ScheduleError", "schedule", "check_schedule", "is_valid",
+           "dependencies", "num_stages_of", "num_microbatches_of", "KINDS"]
+
+KINDS = ("gpipe", "1f1b", "interleaved_1f1b")
+
+
+class Action(NamedTuple):
+    """One compute action: ``kind`` ("F", "B", "I" or "W") of ``microbatch`` on ``stage``."""
+
+    stage: int
+    kind: str
+    microbatch: int
+
+    def __repr__(self) -> str:  # compact, e.g. F3@s1
+        return f"{self.kind}{self.microbatch}@s{self.stage}"
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot run correctly; the message names the first problem found."""
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def schedule(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: int = 1) -> dict[int, list[Action]]:
+    """Per-rank compute order for one training step of ``kind``.
+
+    ``num_ranks`` ranks (p), ``num_microbatches`` microbatches (m),
+    ``virtual_stages`` stages per rank (v; the pipeline has p*v stages).
+    Restrictions mirror PyTorch's: "gpipe" and "1f1b" take v = 1; "1f1b" needs
+    m >= p; "interleaved_1f1b" needs m to be a multiple of its number of rounds
+    max(1, m // p).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown schedule kind {kind!r}; expected one of {KINDS}")
+    _check_int("num_ranks", num_ranks, 1)
+    _check_int("num_microbatches", num_microbatches, 1)
+    _check_int("virtual_stages", virtual_stages, 1)
+    p, m, v = num_ranks, num_microbatches, virtual_stages
+    if kind in ("gpipe", "1f1b") and v != 1:
+        raise ValueError(f"{kind!r} runs one stage per rank: virtual_stages must be 1, got {v} "
+                         "(use 'interleaved_1f1b' for several stages per rank)")
+    if kind == "gpipe":
+        return {r: [Action(r, "F", i) for i in range(m)] + [Action(r, "B", i) for i in range(m)]
+                for r in range(p)}
+    if kind == "1f1b":
+        if m < p:
+            raise ValueError(f"1f1b needs num_microbatches >= num_ranks (as PyTorch's Schedule1F1B), "
+                             f"got {m} microbatches for {p} ranks")
+        return {r: _one_f_one_b(r, p, m) for r in range(p)}
+    return {r: _interleaved(r, p, m, v) for r in range(p)}
+
+
+def _one_f_one_b(r: int, p: int, m: int) -> list[Action]:
+    """Rank r: p - r warm-up forwards, then alternate B, F until forwards run out, then the remaining B."""
+    warmup = min(m, p - r)
+    ops = [Action(r, "F", i) for i in range(warmup)]
+    f = warmup
+    for b in range(m):
+        ops.append(Action(r, "B", b))
+        if f < m:
+            ops.append(Action(r, "F", f))
+            f += 1
+    return ops
+
+
+def _interleaved(r: int, p: int, m: int, v: int) -> list[Action]:
+    """Depth-first interleaved 1F1B (Narayanan et al. 2021) in PyTorch's flexible-microbatch form.
+
+    Microbatches go through a rank's local stages in rounds of ``per_round``
+    microbatches; warm-up runs (v-1)*per_round + 2*(p-1-r) forwards (capped at
+    all m*v), then one forward + one backward per step, then the leftover
+    backwards. Backward visits local stages last-to-first.
+    """
+    rounds = max(1, m // p)
+    if m % rounds != 0:
+        raise ValueError(f"interleaved_1f1b needs num_microbatches to be a multiple of its number of "
+                         f"rounds max(1, m // p) = {rounds} (as PyTorch's ScheduleInterleaved1F1B), got m={m}, p={p}")
+    per_round = m // rounds
+    total = m * v
+    warmup = min((v - 1) * per_round + 2 * (p - 1 - r), total)
+
+    def fwd_stage(k: int) -> int:
+        return ((k // per_round) % v) * p + r
+
+    def bwd_stage(k: int) -> int:
+        return (v - 1 - ((k - warmup) // per_round) % v) * p + r
+
+    next_f: dict[int, int] = {}
+    next_b: dict[int, int] = {}
+
+    def take(counter: dict[int, int], stage: int) -> int:
+        i = counter.get(stage, 0)
+        counter[stage] = i + 1
+        return i
+
+    ops: list[Action] = []
+    for k in range(total + warmup):
+        if k < total:
+            s = fwd_stage(k)
+            ops.append(Action(s, "F", take(next_f, s)))
+        if k >= warmup:
+            s = bwd_stage(k)
+            ops.append(Action(s, "B", take(next_b, s)))
+    return ops
+
+
+# --------------------------------------------------------------------------- checking
+
+def num_stages_of(sched: dict[int, list[Action]]) -> int:
+    """Number of stages a schedule touches (1 + the largest stage index)."""
+    return 1 + max((a.stage for acts in sched.values() for a in acts), default=-1)
+
+
+def num_microbatches_of(sched: dict[int, list[Action]]) -> int:
+    """Number of microbatches a schedule touches (1 + the largest microbatch index)."""
+    return 1 + max((a.microbatch for acts in sched.values() for a in acts), default=-1)
+
+
+def dependencies(action: Action, num_stages: int) -> list[tuple[int, str, int]]:
+    """What must have finished before ``action`` may start, as (stage, event, microbatch).
+
+    Events: "F" forward done; "G" input gradient done (by a B or an I); "W"
+    never needed by others. F(s) needs F(s-1); B(s)/I(s) need F(s) and G(s+1);
+    W(s) needs G(s) (its own input gradient, which keeps the activations alive).
+    """
+    s, k, i = action
+    if k == "F":
+        return [(s - 1, "F", i)] if s > 0 else []
+    if k in ("B", "I"):
+        deps = [(s, "F", i)]
+        if s < num_stages - 1:
+            deps.append((s + 1, "G", i))
+        return deps
+    if k == "W":
+        return [(s, "G", i)]
+    raise ValueError(f"unknown action kind {k!r} in {action!r}; expected F, B, I or W")
+
+
+def _events(action: Action) -> list[str]:
+    return {"F": ["F"], "B": ["G", "W"], "I": ["G"], "W": ["W"]}[action.kind]
+
+
+_EVENT_NAME = {"F": "forward", "G": "backward (input grad)", "W": "weight grad"}
+
+
+def check_schedule(sched: dict[int, list[Action]], num_stages: int | None = None,
+                   num_microbatches: int | None = None) -> None:
+    """Raise `ScheduleError` naming the first problem, or return None for a valid schedule.
+
+    Checks, in this order: ranks are 0..R-1; every action is an `Action` on the
+    rank that owns its stage (stage % R); every (stage, microbatch) gets exactly
+    one forward and exactly one backward (a B, or one I plus one W); and the
+    ranks can run their lists in order without waiting forever: F of stage s
+    after F of s-1, B of s after B of s+1 and after its own F. For a deadlock
+    the message names the lowest blocked rank, its next action and the
+    dependency it waits for.
+    """
+    if not isinstance(sched, dict) or not sched:
+        raise ScheduleError(f"a schedule is a non-empty dict rank -> list of Action, got {type(sched).__name__}")
+    R = len(sched)
+    if sorted(sched) != list(range(R)):
+        raise ScheduleError(f"ranks must be 0..{R - 1}, got {sorted(sched)}")
+    S = num_stages if num_stages is not None else num_stages_of(sched)
+    M = num_microbatches if num_microbatches is not None else num_microbatches_of(sched)
+    seen: dict[tuple[int, str, int], int] = {}
+    for r in range(R):
+        for pos, a in enumerate(sched[r]):
+            if not isinstance(a, Action):
+                a = Action(*a) if isinstance(a, tuple) and len(a) == 3 else a
+                if not isinstance(a, Action):
+                    raise ScheduleError(f"rank {r} position {pos}: {a!r} is not an Action(stage, kind, microbatch)")
+            if a.kind not in ("F", "B", "I", "W"):
+                raise ScheduleError(f"rank {r} position {pos}: unknown kind {a.kind!r} (expected F, B, I or W)")
+            if not (0 <= a.stage < S) or not (0 <= a.microbatch < M):
+                raise ScheduleError(f"rank {r} position {pos}: {a!r} is outside stages 0..{S - 1} / microbatches 0..{M - 1}")
+            if a.stage % R != r:
+                raise ScheduleError(f"rank {r} position {pos}: {a!r} belongs on rank {a.stage % R} "
+                                    f"(stage s lives on rank s mod {R})")
+            for ev in _events(a):
+                key = (a.stage, ev, a.microbatch)
+                if key in seen:
+                    raise ScheduleError(f"rank {r} position {pos}: {a!r} repeats the {_EVENT_NAME[ev]} of "
+                                        f"stage {a.stage} microbatch {a.microbatch}")
+                seen[key] = r
+    for s in range(S):
+        for i in range(M):
+            for ev in ("F", "G", "W"):
+                if (s, ev, i) not in seen:
+                    raise ScheduleError(f"stage {s} microbatch {i}: its {_EVENT_NAME[ev]} never runs")
+    # Run the lists: advance any rank whose next action has its dependencies done.
+    done: set[tuple[int, str, int]] = set()
+    pos = [0] * R
+    progress = True
+    while progress:
+        progress = False
+        for r in range(R):
+            acts = sched[r]
+            while pos[r] < len(acts):
+                a = Action(*acts[pos[r]])
+                if not all(d in done for d in dependencies(a, S)):
+                    break
+                done.update((a.stage, ev, a.microbatch) for ev in _events(a))
+                pos[r] += 1
+                progress = True
+    for r in range(R):
+        if pos[r] < len(sched[r]):
+            a = Action(*sched[r][pos[r]])
+            missing = next(d for d in dependencies(a, S) if d not in done)
+            ds, ev, di = missing
+            where = seen[missing]
+            same = " later on the same rank" if where == r else f" on rank {where}, which is itself blocked"
+            raise ScheduleError(
+                f"rank {r} position {pos[r]}: {a!r} needs the {_EVENT_NAME[ev]} of stage {ds} microbatch {di} "
+                f"first, but that runs{same} (dependency violated: "
+                + ("F of stage s after F of s-1" if a.kind == "F" and ev == "F" else
+                   "backward of stage s after its own forward" if ev == "F" else
+                   "backward of stage s after backward of s+1" if ev == "G" and ds == a.stage + 1 else
+                   "W after its own input gradient") + ")")
+
+
+def is_valid(sched: dict[int, list[Action]]) -> bool:
+    """True when `check_schedule` finds nothing wrong."""
+    try:
+        check_schedule(sched)
+    except ScheduleError:
+        return False
+    return True

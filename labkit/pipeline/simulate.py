@@ -1,0 +1,148 @@
+"""Event-driven timing of a pipeline schedule (pure Python; no torch).
+
+``simulate(sched, forward_time, backward_time, p2p_latency=0.0)`` runs each
+rank's list in order; an action starts when its rank is free and every
+dependency has finished (plus ``p2p_latency`` seconds when the dependency ran
+on another rank). Times are seconds (any unit works if used consistently),
+either one number for every stage or a sequence with one entry per stage.
+
+The result gives the per-rank timeline, the makespan, the bubble fraction
+(idle time / (ranks * makespan): the "share of total time" convention) and the
+activation memory in flight: per rank, how many (stage, microbatch) activation
+sets are held, counted from the start of a forward to the end of its backward.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from typing import Sequence, Union
+
+from labkit.pipeline.schedules import Action, check_schedule, dependencies, num_stages_of
+
+__all__ = ["Interval", "SimResult", "simulate", "stage_times"]
+
+Times = Union[float, int, Sequence[float]]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """``action`` ran on ``rank`` from ``start`` to ``end`` (seconds)."""
+
+    rank: int
+    action: Action
+    start: float
+    end: float
+
+
+@dataclass
+class SimResult:
+    """What `simulate` found. All times in seconds.
+
+    timeline[r]      intervals rank r computed, in its order
+    makespan         end of the last action (the step starts at 0)
+    busy[r]          compute time of rank r
+    bubble_fraction  sum of idle time / (num_ranks * makespan)
+    peak_inflight[r] most activation sets rank r held at once
+    inflight[r]      [(time, count after that time)] step function of held activation sets
+    """
+
+    timeline: dict[int, list[Interval]]
+    makespan: float
+    busy: dict[int, float]
+    bubble_fraction: float
+    peak_inflight: dict[int, int]
+    inflight: dict[int, list[tuple[float, int]]] = field(repr=False)
+
+    @property
+    def num_ranks(self) -> int:
+        return len(self.timeline)
+
+    def bubble_vs_ideal(self) -> float:
+        """Idle time relative to ideal compute: total idle / total busy (the (p-1)/m convention)."""
+        busy = sum(self.busy.values())
+        return (self.num_ranks * self.makespan - busy) / busy
+
+
+def stage_times(value: Times, num_stages: int, name: str) -> list[float]:
+    """Expand a number or a per-stage sequence into one non-negative number per stage.
+
+    Numbers are kept as given, so `fractions.Fraction` times give exact results.
+    """
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        vals = [value] * num_stages
+    else:
+        try:
+            vals = list(value)
+        except TypeError:
+            raise TypeError(f"{name} must be a number or one number per stage, got {type(value).__name__}") from None
+        if not all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in vals):
+            raise TypeError(f"{name} entries must be real numbers, got {vals!r}")
+        if len(vals) != num_stages:
+            raise ValueError(f"{name} has {len(vals)} entries but the schedule has {num_stages} stages")
+    if any(x < 0 for x in vals):
+        raise ValueError(f"{name} must be >= 0 seconds, got {vals}")
+    return vals
+
+
+def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time: Times,
+             p2p_latency: float = 0.0) -> SimResult:
+    """Time one step of ``sched`` (a valid schedule; checked first).
+
+    forward_time / backward_time: seconds per stage per microbatch (number or
+    per-stage list). p2p_latency: seconds added to each dependency that
+    crosses ranks (activation or gradient transfer).
+    """
+    check_schedule(sched)
+    if p2p_latency < 0:
+        raise ValueError(f"p2p_latency must be >= 0 seconds, got {p2p_latency}")
+    S = num_stages_of(sched)
+    R = len(sched)
+    tf = stage_times(forward_time, S, "forward_time")
+    tb = stage_times(backward_time, S, "backward_time")
+    if any(a.kind in ("I", "W") for acts in sched.values() for a in acts):
+        raise ValueError("simulate times F and B actions only; split backward (I/W) is not modelled")
+    finish: dict[tuple[int, str, int], tuple[float, int]] = {}  # event -> (end time, rank)
+    free = [0] * R
+    pos = [0] * R
+    timeline: dict[int, list[Interval]] = {r: [] for r in range(R)}
+    progress = True
+    while progress:
+        progress = False
+        for r in range(R):
+            while pos[r] < len(sched[r]):
+                a = Action(*sched[r][pos[r]])
+                deps = dependencies(a, S)
+                if not all(d in finish for d in deps):
+                    break
+                start = free[r]
+                for d in deps:
+                    end, where = finish[d]
+                    start = max(start, end + (p2p_latency if where != r else 0.0))
+                dur = tf[a.stage] if a.kind == "F" else tb[a.stage]
+                end = start + dur
+                timeline[r].append(Interval(r, a, start, end))
+                free[r] = end
+                for ev in (("F",) if a.kind == "F" else ("G", "W")):
+                    finish[(a.stage, ev, a.microbatch)] = (end, r)
+                pos[r] += 1
+                progress = True
+    makespan = max((iv.end for ivs in timeline.values() for iv in ivs), default=0.0)
+    busy = {r: sum(iv.end - iv.start for iv in timeline[r]) for r in range(R)}
+    idle = R * makespan - sum(busy.values())
+    bubble = idle / (R * makespan) if makespan > 0 else 0.0
+    inflight, peak = {}, {}
+    for r in range(R):
+        # +1 at a forward's start, -1 at its backward's end; at equal times release first.
+        deltas = sorted([(iv.start, +1) for iv in timeline[r] if iv.action.kind == "F"]
+                        + [(iv.end, -1) for iv in timeline[r] if iv.action.kind == "B"],
+                        key=lambda t: (t[0], t[1]))
+        count, steps, best = 0, [(0.0, 0)], 0
+        for t, dlt in deltas:
+            count += dlt
+            best = max(best, count)
+            if steps[-1][0] == t:
+                steps[-1] = (t, count)
+            else:
+                steps.append((t, count))
+        inflight[r], peak[r] = steps, best
+    return SimResult(timeline, makespan, busy, bubble, peak, inflight)

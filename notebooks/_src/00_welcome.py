@@ -1,0 +1,171 @@
+# Source of notebooks/00_welcome.ipynb (build: python -m labkit.nbbuild notebooks/_src/00_welcome.py)
+
+# %% [markdown]
+# # Lab 00 — Welcome to MLSys Labs
+#
+# **By the end of this lab you will be able to**
+# - check what this machine offers: device, cores or SMs, torch and Triton versions;
+# - start several real `torch.distributed` processes ("ranks") from a notebook and get their results back;
+# - read what happens when a rank fails or hangs;
+# - find an exercise, fill it in, and grade it.
+#
+# Every lab follows the same pattern: a claim in prose, then a cell that measures it.
+
+# %% [markdown]
+# ## 1. What machine is this?
+#
+# `labkit.env.report()` is the first cell of every lab. Besides describing the machine, it makes sure
+# Triton kernels run in *interpreter mode* (`TRITON_INTERPRET=1`) when no GPU is present — that has to
+# happen before any kernel is defined, which is why `import labkit` already does it.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import labkit
+from labkit import env
+
+info = env.report()
+
+# %%
+import os
+
+print("device kind:", info.device)
+print("Triton mode:", "interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else "compiled")
+
+# %% [markdown]
+# ## 2. Launching ranks
+#
+# Distributed training runs one process per device. Each process is a *rank*, numbered 0..N−1, and
+# all of them belong to a *process group* through which they exchange tensors. On a CPU the transport
+# is **gloo** (TCP over loopback); on GPUs it is **NCCL**.
+#
+# `labkit.dist.launch(fn, world_size, *args)` starts `world_size` processes, initialises the group
+# in each, calls `fn(rank, world_size, *args)`, and returns the list of return values, index = rank.
+# Whatever a rank prints comes back prefixed with its rank, in rank order.
+
+# %%
+import torch
+import torch.distributed as dist
+from labkit.dist import launch
+
+
+def hello(rank, world_size):
+    print(f"hello from rank {rank} of {world_size}, backend {dist.get_backend()}")
+    return rank * rank
+
+
+print("returned:", launch(hello, 4))
+
+# %% [markdown]
+# These are real processes with real communication. Here every rank contributes `rank + 1` and
+# `all_reduce` sums the contributions, so each rank ends with 1 + 2 + … + N = N(N+1)/2:
+
+# %%
+def sum_of_ranks(rank, world_size):
+    t = torch.tensor([rank + 1.0])
+    dist.all_reduce(t)  # default reduction: sum
+    return t.item()
+
+
+for n in (1, 2, 3, 4):
+    got = launch(sum_of_ranks, n)
+    print(f"N={n}: every rank holds {got[0]:g}; formula N(N+1)/2 = {n * (n + 1) // 2}; all equal: {len(set(got)) == 1}")
+
+# %% [markdown]
+# Each launch takes a fresh port chosen by the operating system, binds only to loopback
+# (`127.0.0.1`), and gives each rank `cores // world_size` threads so that ranks do not fight over the
+# cores:
+
+# %%
+print("threads per rank with 1, 2, 4 ranks:",
+      [launch(lambda r, w: torch.get_num_threads(), n)[0] for n in (1, 2, 4)],
+      f"(this machine has {os.cpu_count()} cores)")
+
+# %% [markdown]
+# ## 3. When a rank fails
+#
+# Distributed bugs usually show up as hangs: one rank waits for a message that never comes. The
+# launcher bounds every launch by `timeout` seconds, so a mistake costs seconds, not a frozen
+# notebook. A rank that raises ends the launch at once with a `RankError` naming the rank and
+# carrying its traceback:
+
+# %%
+from labkit.dist import RankError
+
+
+def rank_two_fails(rank, world_size):
+    if rank == 2:
+        raise ValueError("bad shard size")
+    t = torch.zeros(1)
+    dist.recv(t, src=2)  # the others wait for rank 2, which never sends
+
+
+try:
+    launch(rank_two_fails, 3, timeout=20)
+except RankError as err:
+    print(f"RankError: rank={err.rank}, exception={err.exc_type}")
+    print("last line of its traceback:", err.remote_traceback.strip().splitlines()[-1])
+
+# %% [markdown]
+# A rank that never returns gives a `TimeoutError` naming the stuck ranks and the line each was on:
+
+# %%
+import re
+
+
+def rank_one_forgets_to_send(rank, world_size):
+    t = torch.zeros(1)
+    if rank == 0:
+        dist.recv(t, src=1)  # rank 1 never sends: rank 0 waits
+    return t.item()
+
+
+try:
+    launch(rank_one_forgets_to_send, 2, timeout=3)
+except TimeoutError as err:
+    msg = str(err)
+    print(msg[: msg.index("(")].strip())
+    line, func = re.search(r"line (\d+) in (\w+)", msg).groups()
+    print(f"rank 0 was waiting in {func}(), line {line} of its cell")
+
+# %% [markdown]
+# ## 4. Exercises and grading
+#
+# Each lab has exercises in `exercises/labNN_topic.py`: functions whose docstring is the
+# specification and whose body raises `NotImplementedError` with a hint. The reference answers sit
+# in `solutions/` with the same signatures. Fill in a stub, then grade it from a terminal:
+#
+# ```bash
+# make grade LAB=05                                   # or: .venv/bin/python -m labkit.grade --lab 05
+# .venv/bin/python -m labkit.grade --lab 05 --gradescope results.json
+# ```
+#
+# The grader runs the graded tests against your file and prints a score per exercise. Every graded
+# test has a time limit, so a hang or crash costs only that test. Here is the grade of the untouched
+# stubs of Lab 05 (all zero), then of the reference solutions (full marks):
+
+# %%
+from labkit import grade
+
+for which in ("exercises", "solutions"):
+    rows = grade.score_table(grade.run_graded_tests(which, lab="05"))
+    print(f"--- {which}")
+    print(grade.format_table(rows))
+
+# %% [markdown]
+# ## 5. The syllabus
+#
+# | lab | topic |
+# |---|---|
+# | 01 | arithmetic intensity, roofline, MFU/HFU, fusion |
+# | 02 | tensors in memory: strides, views, contiguity |
+# | 03 | tiled matmul: cache and register tiling, GPU traffic models |
+# | 04 | Triton kernels: add, fused softmax, tiled matmul, layer norm, fused attention |
+# | 05 | collectives: the seven primitives, ring / tree / recursive doubling, α–β model |
+# | 08 | pipeline parallelism: GPipe, 1F1B, interleaving, simulator and real executor |
+#
+# Labs 06, 07 and 09–12 (data, tensor parallelism, memory, ZeRO, 3D parallelism, fault tolerance)
+# follow the same pattern and are being written.
+#
+# **Summary.** `labkit.env.report()` tells you what you are running on; `labkit.dist.launch` runs
+# real ranks with bounded time and clear errors; `python -m labkit.grade` scores your exercises.
+# Next: Lab 01, where we measure this machine's roofline.

@@ -1,0 +1,172 @@
+"""labkit.dist.launch: results, output, threads, errors, hangs, deaths, collisions, bad arguments."""
+import concurrent.futures
+import os
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from labkit import dist as ldist
+from labkit.dist import RankError, launch
+
+
+def _all_reduce_rank_ids(rank, world_size):
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t)
+    return {
+        "sum": t.item(),
+        "rank": dist.get_rank(),
+        "world": dist.get_world_size(),
+        "backend": dist.get_backend(),
+        "threads": torch.get_num_threads(),
+        "pid": os.getpid(),
+    }
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_results_by_rank_inside_a_process_group(world_size):
+    out = launch(_all_reduce_rank_ids, world_size)
+    assert [o["rank"] for o in out] == list(range(world_size))
+    assert all(o["world"] == world_size and o["backend"] == "gloo" for o in out)
+    assert all(o["sum"] == world_size * (world_size + 1) / 2 for o in out)
+    assert len({o["pid"] for o in out} | {os.getpid()}) == world_size + 1  # separate processes
+
+
+def test_threads_per_rank_do_not_oversubscribe():
+    cores = os.cpu_count() or 1
+    for ws in (1, 2, 3):
+        assert {o["threads"] for o in launch(_all_reduce_rank_ids, ws)} == {max(1, cores // ws)}
+
+
+def test_extra_args_and_notebook_style_functions():
+    # A lambda cannot be pickled: it runs because CPU ranks are forked, as a notebook cell's function would.
+    assert launch(lambda rank, ws, a, b: rank * a + b, 3, 10, 1) == [1, 11, 21]
+
+
+def test_rank_output_is_reprinted_in_rank_order(capsys):
+    def talk(rank, ws):
+        time.sleep(0.05 * (ws - rank))  # later ranks print first
+        print(f"hello from {rank}")
+
+    launch(talk, 3)
+    assert capsys.readouterr().out.splitlines() == [f"[rank {r}] hello from {r}" for r in range(3)]
+    launch(talk, 2, quiet=True)
+    assert capsys.readouterr().out == ""
+
+
+def _pid_file(tmp, rank):
+    with open(os.path.join(tmp, f"pid{rank}"), "w") as f:
+        f.write(str(os.getpid()))
+
+
+def _assert_all_gone(tmp, world_size):
+    for r in range(world_size):
+        pid = int(open(os.path.join(tmp, f"pid{r}")).read())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _raise_on_rank_two(rank, ws, tmp):
+    _pid_file(tmp, rank)
+    if rank == 2:
+        raise ValueError("rank two is unhappy")
+    t = torch.zeros(1)
+    dist.recv(t, src=2)  # would wait forever: rank 2 never sends
+
+
+def test_a_raising_rank_is_named_with_its_traceback_and_all_ranks_stop(tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(RankError) as info:
+        launch(_raise_on_rank_two, 4, str(tmp_path), timeout=30)
+    assert time.monotonic() - t0 < 10  # not the 30 s timeout: the error ends the launch
+    err = info.value
+    assert err.rank == 2 and err.exc_type == "ValueError"
+    assert "rank two is unhappy" in str(err) and "_raise_on_rank_two" in err.remote_traceback
+    _assert_all_gone(tmp_path, 4)
+
+
+def _hang_on_rank_one(rank, ws, tmp):
+    _pid_file(tmp, rank)
+    if rank == 1:
+        time.sleep(3600)
+    return rank
+
+
+def test_a_hanging_rank_gives_timeout_naming_it_and_where(tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError) as info:
+        launch(_hang_on_rank_one, 3, str(tmp_path), timeout=3)
+    elapsed = time.monotonic() - t0
+    assert 3 <= elapsed < 3 + 5
+    msg = str(info.value)
+    assert "rank(s) 1 of 3" in msg and "_hang_on_rank_one" in msg
+    _assert_all_gone(tmp_path, 3)
+
+
+def _die_on_rank_zero(rank, ws, tmp):
+    _pid_file(tmp, rank)
+    if rank == 0:
+        os._exit(7)
+    time.sleep(3600)
+
+
+def test_a_dying_rank_is_named(tmp_path):
+    with pytest.raises(RankError) as info:
+        launch(_die_on_rank_zero, 2, str(tmp_path), timeout=30)
+    assert info.value.rank == 0 and "exit code 7" in str(info.value)
+    _assert_all_gone(tmp_path, 2)
+
+
+def test_unpicklable_return_value_is_reported():
+    with pytest.raises(RankError, match="could not be pickled"):
+        launch(lambda r, w: (lambda: None), 1)
+
+
+def test_two_launches_at_once_do_not_collide():
+    def one(_):
+        return launch(_all_reduce_rank_ids, 2)[0]["sum"]
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        assert list(pool.map(one, range(6))) == [3.0] * 6
+
+
+@pytest.mark.parametrize("bad, err, text", [
+    (dict(world_size=0), ValueError, "world_size must be an integer >= 1"),
+    (dict(world_size=2.0), ValueError, "world_size must be an integer >= 1"),
+    (dict(world_size=2, timeout=0), ValueError, "timeout must be a positive"),
+    (dict(world_size=2, backend="mpi"), ValueError, "backend must be"),
+])
+def test_bad_arguments_get_one_line_errors(bad, err, text):
+    with pytest.raises(err, match=text):
+        launch(_all_reduce_rank_ids, **bad)
+
+
+def test_not_callable():
+    with pytest.raises(TypeError, match="fn must be callable"):
+        launch("not a function", 2)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 64, reason="needs fewer GPUs than ranks asked for")
+def test_more_nccl_ranks_than_gpus():
+    with pytest.raises(ValueError, match="needs one GPU per rank"):
+        launch(_all_reduce_rank_ids, 64, backend="nccl")
+
+
+def test_spawn_needs_picklable_functions():
+    # Under NCCL ranks are spawned; a notebook-cell function cannot be sent to them.
+    with pytest.raises(TypeError, match="define it at the top level of a .py module"):
+        ldist._check_picklable(lambda r, w: r, ())
+    ldist._check_picklable(_all_reduce_rank_ids, (1, "x"))
+
+
+def test_backend_choice_and_device_on_cpu():
+    if not torch.cuda.is_available():
+        assert ldist.default_backend(1) == "gloo"
+    assert launch(lambda r, w: str(ldist.device()), 2, backend="gloo") == ["cpu", "cpu"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL test needs at least 2 GPUs (none or one here)")
+def test_nccl_all_reduce_on_gpus():
+    out = launch(_all_reduce_rank_ids, 2, backend="nccl")
+    assert [o["backend"] for o in out] == ["nccl", "nccl"] and out[0]["sum"] == 3.0
