@@ -183,8 +183,9 @@ def _where_stuck(stack_file: str) -> str:
             frames = [ln.strip() for ln in f if ln.strip().startswith("File")]
     except OSError:
         return ""
-    # faulthandler prints innermost first; skip our own frame at the bottom.
-    user = [fr for fr in frames if "labkit/dist.py" not in fr]
+    # faulthandler prints innermost first; report the innermost frame that is
+    # neither torch's nor this launcher's: the learner's own line.
+    user = [fr for fr in frames if "labkit/dist.py" not in fr and f"{os.sep}torch{os.sep}" not in fr]
     return f" at {user[0]}" if user else ""
 
 

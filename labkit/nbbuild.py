@@ -39,11 +39,10 @@ def build(src: Path, execute: bool = True, timeout: int = 600) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
-    for kind, body in parse_percent(src.read_text()):
+    for i, (kind, body) in enumerate(parse_percent(src.read_text())):
         cell = nbformat.v4.new_markdown_cell(body) if kind == "markdown" else nbformat.v4.new_code_cell(body)
-        cell.pop("id", None)
+        cell.id = f"cell-{i:03d}"  # stable ids keep regenerated notebooks' diffs small
         nb.cells.append(cell)
-    nbformat.validator.normalize(nb)
     if execute:
         NotebookClient(nb, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()

@@ -170,3 +170,12 @@ def test_backend_choice_and_device_on_cpu():
 def test_nccl_all_reduce_on_gpus():
     out = launch(_all_reduce_rank_ids, 2, backend="nccl")
     assert [o["backend"] for o in out] == ["nccl", "nccl"] and out[0]["sum"] == 3.0
+
+
+def test_spawned_ranks_work_too(monkeypatch):
+    # NCCL launches spawn their ranks; exercise that path on CPU with gloo.
+    monkeypatch.setattr(ldist, "_start_method", lambda backend: "spawn")
+    out = launch(_all_reduce_rank_ids, 2, timeout=60)
+    assert [o["sum"] for o in out] == [3.0, 3.0]
+    with pytest.raises(TypeError, match="cannot be sent to spawned ranks"):
+        launch(lambda r, w: r, 2)

@@ -1,0 +1,62 @@
+"""Shared helpers: notebook builder parsing, the timer and results tables, the player widget."""
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pytest
+
+from labkit import bench, nbbuild
+from labkit.viz import player as P
+
+
+def test_parse_percent_cells():
+    text = "header dropped\n# %% [markdown]\n# # Title\n# text\n#\n# %%\nx = 1\n\nprint(x)\n# %%\n\n"
+    assert nbbuild.parse_percent(text) == [("markdown", "# Title\ntext"), ("code", "x = 1\n\nprint(x)")]
+
+
+def test_every_notebook_has_a_source_and_vice_versa():
+    srcs = {p.stem for p in (nbbuild.NOTEBOOKS / "_src").glob("*.py")}
+    nbs = {p.stem for p in nbbuild.NOTEBOOKS.glob("*.ipynb")}
+    assert srcs == nbs
+
+
+def test_median_time_measures_sleep():
+    t = bench.median_time(lambda: time.sleep(0.02), repeat=3, warmup=0)
+    assert 0.015 < t < 0.2  # sleep can overshoot on a busy machine, never undershoot much
+
+
+def test_median_time_min_time_loops_short_calls():
+    calls = []
+    t = bench.median_time(lambda: calls.append(1), repeat=2, warmup=0, min_time_s=0.01)
+    assert len(calls) > 10 and t < 0.01
+
+
+def test_markdown_table_and_results_header(tmp_path, monkeypatch):
+    assert bench.markdown_table(["a", "b"], [[1, 0.12345]]) == "| a | b |\n|---|---|\n| 1 | 0.123 |"
+    monkeypatch.setattr(bench, "RESULTS_DIR", tmp_path)
+    text = bench.write_results("demo", "Demo", ["x"], [[1]], notes="note").read_text()
+    assert text.startswith("# Demo\n\n- device: ") and "torch" in text and "| 1 |" in text and text.endswith("note\n")
+
+
+def test_player_shows_frame_zero_and_follows_the_slider():
+    w = P.player(lambda i: f"<b>{i}</b>", 3)
+    (play, slider), html = w.children[0].children, w.children[1]
+    assert html.value == "<b>0</b>" and slider.max == 2 and play.max == 2
+    slider.value = 2
+    assert html.value == "<b>2</b>"
+    with pytest.raises(ValueError, match="at least one frame"):
+        P.player(lambda i: "", 0)
+
+
+def test_controlled_redraws_on_change_and_renders_figures():
+    import ipywidgets as W
+
+    w = P.controlled(lambda n, k: f"{n}-{k}", n=W.IntSlider(2, 1, 5), k=W.Dropdown(options=["a", "b"]))
+    n, k, html = w.children
+    assert html.value == "2-a"
+    k.value = "b"
+    assert html.value == "2-b"
+    fig, ax = plt.subplots()
+    assert P.as_html(fig).startswith('<img src="data:image/png;base64,')
