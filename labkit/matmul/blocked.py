@@ -55,12 +55,17 @@ def blocked_matmul(A, B, tile: int):
     return C
 
 
-def measure(n: int, tiles, repeat: int = 3, dtype=None, device: str = "cpu", seed: int = 0) -> dict:
-    """Time blocked_matmul for each tile and torch.matmul on n x n matrices (same run).
+def measure(n: int, tiles, repeat: int = 3, rounds: int = 3, threads: int | None = 1, dtype=None,
+            device: str = "cpu", seed: int = 0) -> dict:
+    """Time blocked_matmul for each tile and torch.matmul on n x n matrices, in the same run.
 
-    Returns {"n", "blas_s", "blas_gflops", "rows": [(tile, seconds, gflops, ratio_to_blas)]},
-    seconds = median wall time (labkit.bench.median_time), GFLOP/s = 2n^3 / s / 1e9,
-    ratio_to_blas = blocked GFLOP/s / BLAS GFLOP/s.
+    Each implementation is timed with labkit.bench.median_time (``repeat`` samples) in each
+    of ``rounds`` interleaved rounds; the fastest round's median is kept, so a burst of load
+    from other processes on a shared machine hits one round, not the comparison.
+    ``threads``: torch intra-op threads during the measurement (1 by default: a single
+    core, steady on a shared machine; None keeps the current setting).
+    Returns {"n", "threads", "blas_s", "blas_gflops", "rows": [(tile, seconds, gflops, ratio_to_blas)]},
+    seconds per matmul, GFLOP/s = 2n^3 / s / 1e9, ratio_to_blas = blocked GFLOP/s / BLAS GFLOP/s.
     """
     import torch
 
@@ -71,11 +76,20 @@ def measure(n: int, tiles, repeat: int = 3, dtype=None, device: str = "cpu", see
     A = torch.randn(n, n, generator=g, dtype=dtype).to(device)
     B = torch.randn(n, n, generator=g, dtype=dtype).to(device)
     flops = matmul_flops(n, n, n)
-    blas_s = median_time(lambda: torch.matmul(A, B), repeat=repeat, warmup=1, min_time_s=0.05)
-    blas_gf = flops / blas_s / 1e9
-    rows = []
-    for tile in tiles:
-        s = median_time(lambda: blocked_matmul(A, B, tile), repeat=repeat, warmup=1)
-        gf = flops / s / 1e9
-        rows.append((tile, s, gf, gf / blas_gf))
-    return {"n": n, "blas_s": blas_s, "blas_gflops": blas_gf, "rows": rows}
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        best = {}
+        for _ in range(rounds):
+            cands = [("blas", lambda: torch.matmul(A, B))]
+            cands += [(tile, (lambda t=tile: blocked_matmul(A, B, t))) for tile in tiles]
+            for key, fn in cands:
+                s = median_time(fn, repeat=repeat, warmup=1, min_time_s=0.02)
+                best[key] = min(best.get(key, float("inf")), s)
+        used = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(old_threads)
+    blas_gf = flops / best["blas"] / 1e9
+    rows = [(tile, best[tile], flops / best[tile] / 1e9, flops / best[tile] / 1e9 / blas_gf) for tile in tiles]
+    return {"n": n, "threads": used, "blas_s": best["blas"], "blas_gflops": blas_gf, "rows": rows}

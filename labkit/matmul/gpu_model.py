@@ -9,7 +9,8 @@ Closed forms (elements), checked against the simulation by tests/test_matmul_gpu
 | kernel | threads     | work per thread                 | global reads  | shared reads |
 |--------|-------------|----------------------------------|---------------|--------------|
 | v1     | N^2         | row of A + column of B: 2N       | 2N^3          | 0            |
-| v1.5   | N^2/V^2     | V rows of A (NV) + a column of B for each of V^2 outputs (NV^2) | N^3/V + N^3 | 0 |
+| v1.5   | N^2/V^2     | V rows of A (NV) + a column of B |               |              |
+|        |             | for each of V^2 outputs (NV^2)   | N^3/V + N^3   | 0            |
 | v2     | N^2/V^2     | per k: V of A and V of B: 2NV    | 2N^3/V        | 0            |
 | v3     | N^2/V^2 in (N/L)^2 blocks of (L/V)^2 | block: L x N of A + N x L of B, fetched cooperatively | 2N^3/L | 2N^3/V |
 

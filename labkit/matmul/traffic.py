@@ -40,7 +40,7 @@ import numpy as np
 __all__ = [
     "Traffic", "TwoLevelTraffic", "Step", "cdiv",
     "naive", "cache_tiled", "register_tiled", "tiled",
-    "naive_formula", "cache_tiled_formula", "register_tiled_formula", "tiled_formula",
+    "naive_formula", "cache_tiled_formula", "register_tiled_formula", "tiled_formula", "trace",
 ]
 
 
@@ -212,12 +212,14 @@ def register_tiled(A, B, v1: int, v2: int, v3: int, trace: list | None = None) -
                 t.a_reads += a.size
                 t.b_reads += b.size
                 c += a @ b
+                if k1 == K:                          # last k block: the C tile leaves the registers
+                    C[i0:i1, j0:j1] = c
+                    t.c_writes += c.size
                 if trace is not None:
                     trace.append(Step((i0, i1, k0, k1), (k0, k1, j0, j1), (i0, i1, j0, j1), "AB", t.copy()))
-            C[i0:i1, j0:j1] = c
-            t.c_writes += c.size
-            if trace is not None and K == 0:
-                trace.append(Step((i0, i1, 0, 0), (0, 0, j0, j1), (i0, i1, j0, j1), "", t.copy()))
+            if K == 0:                               # empty inner dimension: C tile is zeros
+                C[i0:i1, j0:j1] = c
+                t.c_writes += c.size
     return C, t
 
 
@@ -298,3 +300,21 @@ def tiled_formula(M: int, K: int, N: int, b1: int, b2: int, v1: int, v2: int) ->
     dram = cache_tiled_formula(M, K, N, b1, b2)
     l1 = Traffic(M * K * register_tiles_per_dim(N, b2, v2), register_tiles_per_dim(M, b1, v1) * K * N, M * N)
     return TwoLevelTraffic(dram, l1)
+
+
+# ----------------------------------------------------------------------------- traces for animations
+def trace(kind: str, M: int, K: int, N: int, **tiles) -> list[Step]:
+    """Steps of the "cache" (tiles b1, b2) or "register" (tiles v1, v2, v3) loop on an M x K by K x N matmul.
+
+    Runs the counted loop itself on zero matrices, so the animation's counters are the real counts.
+    """
+    M, K, N = _dims(M, K, N)
+    A, B = np.zeros((M, K)), np.zeros((K, N))
+    steps: list[Step] = []
+    if kind == "cache":
+        cache_tiled(A, B, tiles["b1"], tiles["b2"], trace=steps)
+    elif kind == "register":
+        register_tiled(A, B, tiles["v1"], tiles["v2"], tiles.get("v3", 1), trace=steps)
+    else:
+        raise ValueError(f"unknown loop {kind!r}; expected 'cache' or 'register'")
+    return steps

@@ -1,0 +1,88 @@
+"""Drawing for Lab 03: one step of a tiled matmul loop as an SVG grid plus counters.
+
+`step_html(steps, i, M, K, N, formula)` is a pure function of its arguments: it
+draws A (M x K, bottom left), B (K x N, top right) and C (M x N, bottom right)
+cell by cell, marks the tiles resident at step i (A blue, B orange, C tile
+green; C tiles already finished pale green) and prints the running counters of
+step i next to the closed-form totals. `tiled_player` wires it to the course's
+Play + slider widget. The steps come from `labkit.matmul.traffic.trace`, i.e.
+from the counted loop itself.
+"""
+from __future__ import annotations
+
+from labkit.matmul.traffic import Step, Traffic, cache_tiled_formula, register_tiled_formula, trace
+
+CELL = 16
+COLORS = {"A": "#6baed6", "B": "#fd8d3c", "C": "#74c476", "done": "#e5f5e0", "grid": "#bbbbbb"}
+
+
+def _rects(x0: int, y0: int, rows: int, cols: int, fill_of) -> list[str]:
+    out = []
+    for r in range(rows):
+        for c in range(cols):
+            out.append(f'<rect x="{x0 + c * CELL}" y="{y0 + r * CELL}" width="{CELL}" height="{CELL}" '
+                       f'fill="{fill_of(r, c)}" stroke="{COLORS["grid"]}"/>')
+    return out
+
+
+def _inside(rc: tuple, r: int, c: int) -> bool:
+    r0, r1, c0, c1 = rc
+    return r0 <= r < r1 and c0 <= c < c1
+
+
+def step_html(steps: list[Step], i: int, M: int, K: int, N: int, formula: Traffic, title: str = "") -> str:
+    """HTML (inline SVG + a counter table) of step ``i`` of ``steps`` for an M x K by K x N matmul.
+
+    ``formula`` holds the closed-form final counts, printed beside the running counts (elements).
+    """
+    if not 0 <= i < len(steps):
+        raise ValueError(f"step {i} out of range: the loop has {len(steps)} steps (0..{len(steps) - 1})")
+    s = steps[i]
+    done = [p.c for p in steps[:i] if p.c != s.c]
+    gap = CELL
+    ax, ay = 0, K * CELL + gap            # A bottom left
+    bx, by = K * CELL + gap, 0            # B top right
+    cx, cy = bx, ay                       # C bottom right
+    width, height = bx + N * CELL + 2, ay + M * CELL + 2
+    white = "#ffffff"
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">']
+    parts += _rects(ax, ay, M, K, lambda r, c: COLORS["A"] if _inside(s.a, r, c) else white)
+    parts += _rects(bx, by, K, N, lambda r, c: COLORS["B"] if _inside(s.b, r, c) else white)
+    parts += _rects(cx, cy, M, N, lambda r, c: COLORS["C"] if _inside(s.c, r, c)
+                    else (COLORS["done"] if any(_inside(d, r, c) for d in done) else white))
+    parts.append("</svg>")
+    t = s.traffic
+    loaded = {"AB": "A tile and B tile", "B": "B tile (A block still resident)", "A": "A tile"}.get(s.loaded, "nothing")
+    rows = "".join(f"<tr><td>{name}</td><td>{now}</td><td>{final}</td></tr>" for name, now, final in (
+        ("A reads", t.a_reads, formula.a_reads), ("B reads", t.b_reads, formula.b_reads),
+        ("C writes", t.c_writes, formula.c_writes), ("total", t.total, formula.total)))
+    table = ("<table style='font-family:monospace'><tr><th></th><th>so far</th><th>formula (end)</th></tr>"
+             f"{rows}</table>")
+    head = f"<b>{title}</b><br>" if title else ""
+    return (f"<div>{head}step {i + 1} / {len(steps)}: loaded {loaded}<br>"
+            f"<div style='display:flex;gap:24px;align-items:flex-start'>{''.join(parts)}{table}</div></div>")
+
+
+def tiled_frames(kind: str, M: int, K: int, N: int, **tiles):
+    """(render, n_frames, formula) for the "cache" or "register" loop: render(i) -> HTML of step i."""
+    steps = trace(kind, M, K, N, **tiles)
+    if kind == "cache":
+        formula = cache_tiled_formula(M, K, N, tiles["b1"], tiles["b2"])
+        title = f"cache tiling b1={tiles['b1']}, b2={tiles['b2']}: A {M}*{K}, B ceil({M}/{tiles['b1']})*{K}*{N}"
+    else:
+        formula = register_tiled_formula(M, K, N, tiles["v1"], tiles["v2"], tiles.get("v3", 1))
+        title = (f"register tiling v1={tiles['v1']}, v2={tiles['v2']}, v3={tiles.get('v3', 1)}: "
+                 f"A {M}*{K}*ceil({N}/{tiles['v2']}), B ceil({M}/{tiles['v1']})*{K}*{N}")
+
+    def render(i: int) -> str:
+        return step_html(steps, i, M, K, N, formula, title)
+
+    return render, len(steps), formula
+
+
+def tiled_player(kind: str, M: int, K: int, N: int, interval_ms: int = 700, **tiles):
+    """Play + slider widget stepping through the tiled loop (see `tiled_frames`)."""
+    from labkit.viz.player import player
+
+    render, n, _ = tiled_frames(kind, M, K, N, **tiles)
+    return player(render, n, interval_ms=interval_ms)

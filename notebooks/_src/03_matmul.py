@@ -1,0 +1,271 @@
+# %% [markdown]
+# # Lab 03 — Tiled matrix multiplication
+#
+# **Learning objectives.** After this lab you can
+# 1. count, element by element, how much data a matmul loop moves between two memory levels;
+# 2. derive and check the traffic of cache-aware tiling (`n² + n³/b1`) and register-aware
+#    tiling (`n³/v2 + n³/v1`), including the ceil-generalised forms when tiles do not divide n;
+# 3. follow the GPU kernels v1 → v3 (one output per thread, V×V per thread, outer products,
+#    shared-memory tiles) and predict their global- and shared-memory traffic;
+# 4. measure what tiling buys on this machine: a blocked matmul against the BLAS `torch.matmul`.
+#
+# Conventions: `A` is M×K, `B` is K×N, `C = A @ B` is M×N. Traffic is counted in **elements**
+# moved from the slower level (multiply by 4 for float32 bytes). `cdiv(x, b)` = ⌈x / b⌉.
+
+# %%
+import numpy as np
+
+import labkit  # noqa: F401  (sets up the environment)
+from labkit.matmul import traffic as T
+from labkit.matmul import gpu_model as G
+
+rng = np.random.default_rng(0)
+
+
+def ints(M, K):
+    """Integer-valued float64 matrices: every partial sum is exact, so C == A @ B holds bit for bit."""
+    return rng.integers(-4, 5, size=(M, K)).astype(np.float64)
+
+
+def row(*cells, w=6, wide=()):
+    """One table row: right-aligned cells, width w (or 16 for the column indices in ``wide``)."""
+    return " ".join(f"{c!s:>{16 if i in wide else w}}" for i, c in enumerate(cells))
+
+# %% [markdown]
+# ## 1. The untiled loop: 2n³ loads
+#
+# Computing `C[i, j]` needs row i of A and column j of B. With no cache to keep them, every one
+# of the M·N outputs loads K elements of each: `M·N·K` of A and `M·N·K` of B, i.e. `2n³` for square
+# matrices, while the matmul only *needs* to read `2n²` distinct elements. Tiling is about closing
+# that gap through reuse.
+
+# %%
+for n in (4, 8, 12):
+    A, B = ints(n, n), ints(n, n)
+    C, t = T.naive(A, B)
+    assert (C == A @ B).all()
+    print(f"n={n:2d}: counted A={t.a_reads:5d} B={t.b_reads:5d} C={t.c_writes:4d}   formula n^3={n**3:5d}, n^2={n*n}")
+
+# %% [markdown]
+# ## 2. Cache-aware tiling (DRAM → L1)
+#
+# Keep a **row block of A** (b1 rows × all K columns) resident in L1, and stream **column blocks of B**
+# (all K rows × b2 columns) past it:
+#
+# ```
+# for i in row blocks of A (b1 rows):        load A[i-block, :]          -> L1   (once)
+#     for j in column blocks of B (b2 cols): load B[:, j-block]          -> L1   (once per i)
+#         C[i-block, j-block] = a @ b
+# ```
+#
+# Every element of A is loaded once: **M·K** (`n²`). All of B is loaded once per row block of A:
+# **cdiv(M, b1)·K·N** (`n³/b1` when b1 divides n). b2 does not appear — it only sets how much L1
+# the B block needs (`b1·K + b2·K` elements must fit). When b1 does not divide M the last row block
+# is shorter; it still costs one full pass over B, hence the ceiling.
+
+# %%
+print(row("M", "K", "N", "b1", "b2", "A counted", "A formula", "B counted", "B formula", wide=(5, 6, 7, 8)))
+for (M, K, N, b1, b2) in [(16, 16, 16, 4, 4), (16, 16, 16, 8, 2), (16, 16, 16, 16, 16),
+                          (10, 7, 9, 4, 3), (1, 12, 9, 4, 4), (9, 12, 1, 4, 4)]:
+    A, B = ints(M, K), ints(K, N)
+    C, t = T.cache_tiled(A, B, b1, b2)
+    f = T.cache_tiled_formula(M, K, N, b1, b2)
+    assert (C == A @ B).all() and t == f
+    print(row(M, K, N, b1, b2, t.a_reads, f"{M}*{K}={M * K}", t.b_reads, f"{-(-M // b1)}*{K}*{N}={f.b_reads}",
+              wide=(5, 6, 7, 8)))
+
+# %% [markdown]
+# The total `n² + n³/b1` falls as b1 grows, until the A block no longer fits in L1:
+
+# %%
+n = 32
+A, B = ints(n, n), ints(n, n)
+naive_total = T.naive(A, B)[1].total
+for b1 in (1, 2, 4, 8, 16, 32):
+    t = T.cache_tiled(A, B, b1, 4)[1]
+    print(f"b1={b1:2d}: A+B reads = {t.a_reads + t.b_reads:6d} = n^2 + n^3/b1 = {n*n + n**3 // b1:6d}"
+          f"   L1 needed (b2=4): {b1 * n + 4 * n:5d} elements   vs naive {2 * n**3}")
+
+# %% [markdown]
+# ## 3. Register-aware tiling (L1 → registers)
+#
+# Now keep a **v1 × v2 tile of C** in registers and walk k in steps of v3:
+#
+# ```
+# for i in v1-row blocks, j in v2-column blocks:
+#     c = 0                                            (v1·v2 registers)
+#     for k in v3-blocks:  load a = A[i, k] (v1×v3), b = B[k, j] (v3×v2);  c += a @ b
+#     C[i, j] = c
+# ```
+#
+# Each A tile is loaded once for every **column** tile of C: **M·K·cdiv(N, v2)** (`n³/v2`).
+# Each B tile once for every **row** tile: **cdiv(M, v1)·K·N** (`n³/v1`). So v1 (rows of the C tile)
+# divides the traffic of B and v2 (columns) that of A. v3 changes the register footprint
+# `v1·v3 + v2·v3 + v1·v2` but not the traffic.
+
+# %%
+print(row("M", "K", "N", "v1", "v2", "v3", "A counted", "A formula", "B counted", "B formula", wide=(6, 7, 8, 9)))
+for (M, K, N, v1, v2, v3) in [(16, 16, 16, 2, 4, 1), (16, 16, 16, 4, 2, 8), (16, 16, 16, 4, 4, 16),
+                              (10, 7, 9, 3, 4, 2), (1, 12, 9, 2, 2, 5), (9, 12, 1, 2, 2, 5)]:
+    A, B = ints(M, K), ints(K, N)
+    C, t = T.register_tiled(A, B, v1, v2, v3)
+    f = T.register_tiled_formula(M, K, N, v1, v2, v3)
+    assert (C == A @ B).all() and t == f
+    print(row(M, K, N, v1, v2, v3, t.a_reads, f"{M}*{K}*{-(-N // v2)}={f.a_reads}",
+              t.b_reads, f"{-(-M // v1)}*{K}*{N}={f.b_reads}", wide=(6, 7, 8, 9)))
+
+# %% [markdown]
+# ## 4. Both together
+#
+# Inside each cache block (b1×b2 of C) run register tiles (v1×v2). DRAM → L1 traffic is that of
+# cache tiling; L1 → register traffic is that of register tiling (`n³/v2 + n³/v1` when everything
+# divides). The seed notes' combined section gives the DRAM traffic of B as `n²/b1`; the count below
+# shows it is `n³/b1`, as in the cache-tiling section. When a register tile would straddle a cache
+# block edge it is cut in two, so the general count is `M·K·J(N, b2, v2)` and `J(M, b1, v1)·K·N` with
+# `J(n, b, v) = (n // b)·cdiv(b, v) + cdiv(n % b, v)` register tiles along that dimension.
+
+# %%
+for (M, K, N, b1, b2, v1, v2) in [(16, 16, 16, 8, 8, 4, 2), (10, 7, 9, 5, 4, 2, 3)]:
+    A, B = ints(M, K), ints(K, N)
+    C, t = T.tiled(A, B, b1, b2, v1, v2)
+    f = T.tiled_formula(M, K, N, b1, b2, v1, v2)
+    assert (C == A @ B).all() and t == f
+    print(f"M,K,N={M},{K},{N} b=({b1},{b2}) v=({v1},{v2})")
+    print(f"  DRAM->L1: A {t.dram.a_reads:5d}  B {t.dram.b_reads:5d}   (formula {f.dram.a_reads}, {f.dram.b_reads})")
+    print(f"  L1->reg:  A {t.l1.a_reads:5d}  B {t.l1.b_reads:5d}   (formula {f.l1.a_reads}, {f.l1.b_reads})")
+
+# %% [markdown]
+# ## 5. Watch the loop
+#
+# Each frame is one step of the counted loop itself: the resident tile of A (blue), of B (orange),
+# the C tile being computed (green, finished tiles pale green), and the running counters next to
+# the closed-form totals. Shapes are deliberately uneven (7 rows, b1 = 3), so the last row block is
+# shorter. Frame 0 is shown first; the Play button and slider step through the rest.
+
+# %%
+from IPython.display import HTML, display
+
+from labkit.viz.matmul import tiled_frames, tiled_player
+
+render, n_frames, formula = tiled_frames("cache", 7, 5, 8, b1=3, b2=3)
+print(f"{n_frames} steps; final counts {formula}")
+display(HTML(render(0)))
+
+# %%
+tiled_player("cache", 7, 5, 8, b1=3, b2=3)
+
+# %% [markdown]
+# The same for register tiling (v1 = 2, v2 = 3, v3 = 2): note how B is re-read for every row tile
+# of C and A for every column tile.
+
+# %%
+tiled_player("register", 5, 4, 6, v1=2, v2=3, v3=2)
+
+# %% [markdown]
+# ## 6. GPU kernels v1 → v3: a thread-level model
+#
+# On a GPU each thread computes part of C. `labkit.matmul.gpu_model` runs the lecture's kernels
+# thread by thread (pure numpy, small N) and counts every load a thread issues:
+#
+# | kernel | each thread | global reads | shared reads |
+# |---|---|---|---|
+# | v1 | one C element: a row of A + a column of B (2N) | N²·2N = **2N³** | – |
+# | v1.5 | a V×V tile: its V rows of A (NV) + one column of B per output (NV²) | (N²/V²)(NV + NV²) = **N³/V + N³** | – |
+# | v2 | a V×V tile as outer products: per k, V of A + V of B (2NV) | (N²/V²)·2NV = **2N³/V** | – |
+# | v3 | blocks of (L/V)² threads share L×S and S×L slabs in shared memory | per block 2NL, (N/L)² blocks: **2N³/L** | each thread 2NV: **2N³/V** |
+#
+# v1.5 barely helps: each thread still reloads a whole column of B for every output. v2 reorders
+# the loop so both operands are reused V times from registers. v3 adds a second level of reuse:
+# a block loads its slab of A and B once into shared memory, and all its threads read from there.
+# S (the k-width of a slab) appears in no count: it trades shared-memory size against the number of
+# `__syncthreads` steps.
+
+# %%
+N, V, L, S = 16, 2, 8, 4
+A, B = ints(N, N), ints(N, N)
+forms = {"v1": "2N^3", "v1.5": "N^3/V+N^3", "v2": "2N^3/V", "v3": "2N^3/L"}
+print(f"N={N}, V={V}, L={L}, S={S}")
+print(row("kernel", "threads", "global rd", "formula", "expression", "shared rd", "2N^3/V", "C ok", w=10, wide=(4,)))
+for k in G.KERNELS:
+    C, t = G.simulate(k, A, B, V=V, L=L, S=S)
+    f = G.gpu_formula(k, N, V, L, S)
+    assert t.counts() == f
+    print(row(k, t.threads, t.global_reads, f["global_reads"], forms[k], t.shared_reads,
+              f["shared_reads"] if k == "v3" else "-", bool((C == A @ B).all()), w=10, wide=(4,)))
+
+# %% [markdown]
+# **A slip in the seed notes.** Their v3 code loads the B operand from the wrong shared array:
+# `b[:] = sA[ki, threadIdx.x * V : ...]` — it must read `sB`. A traffic model cannot see this bug
+# (the same number of elements is read); only checking the result does:
+
+# %%
+C_slip, t_slip = G.simulate_v3(A, B, V, L, S, seed_slip=True)
+C_ok, t_ok = G.simulate_v3(A, B, V, L, S)
+print("same traffic:", t_slip.counts() == t_ok.counts())
+print("C == A @ B with sB:", bool((C_ok == A @ B).all()), "| with the seed's sA:", bool((C_slip == A @ B).all()))
+
+# %% [markdown]
+# ## 7. Real speed: a blocked matmul against BLAS on this machine
+#
+# Counting elements is a model; time is what we pay. `labkit.matmul.blocked.blocked_matmul` computes
+# C one tile × tile block at a time (each block product is itself a BLAS call), and we time it against
+# `torch.matmul` in the same run (single thread, fastest of interleaved rounds, see the docstring).
+# Small tiles pay the Python loop and dispatch overhead `(n/tile)³` times; the library's own kernel
+# already tiles for the caches and registers internally, so the blocked version can at best match it.
+
+# %%
+import torch
+
+from labkit.matmul.blocked import blocked_matmul
+
+g = torch.Generator().manual_seed(0)
+X = torch.randint(-4, 5, (200, 150), generator=g).double()   # integer-valued: exact in any order
+Y = torch.randint(-4, 5, (150, 170), generator=g).double()
+for tile in (16, 64, 256):
+    print(f"tile {tile:3d}: blocked_matmul == torch.matmul exactly: {torch.equal(blocked_matmul(X, Y, tile), X @ Y)}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import matplotlib.pyplot as plt
+
+from labkit.matmul.blocked import measure
+
+res = measure(512, [16, 32, 64, 128, 256, 512], repeat=3, rounds=2)
+print(f"n = {res['n']}, float32, {res['threads']} thread(s)")
+print(f"torch.matmul (BLAS): {res['blas_gflops']:7.1f} GFLOP/s")
+for tile, s, gf, ratio in res["rows"]:
+    print(f"blocked tile {tile:3d}:  {gf:7.1f} GFLOP/s  ({ratio:5.2f} x BLAS, {s * 1e3:7.2f} ms)")
+fig, ax = plt.subplots(figsize=(5, 3))
+ax.semilogx([r[0] for r in res["rows"]], [r[2] for r in res["rows"]], "o-", base=2, label="blocked (labkit)")
+ax.axhline(res["blas_gflops"], color="k", ls="--", label="torch.matmul (BLAS)")
+ax.set_xlabel("tile size"), ax.set_ylabel("GFLOP/s"), ax.legend()
+plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+if torch.cuda.is_available():
+    from labkit.bench import median_time
+
+    n = 8192
+    for dtype in (torch.float32, torch.bfloat16):
+        Ag, Bg = torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)
+        s = median_time(lambda: Ag @ Bg, repeat=10, warmup=3)
+        print(f"cuBLAS {dtype}: {2 * n**3 / s / 1e12:.1f} TFLOP/s")
+else:
+    print("No GPU here. On a GPU this cell times torch.matmul (cuBLAS) at n=8192 in fp32 and bf16 and "
+          "prints TFLOP/s; compare with the peak measured in Lab 01. Full table: benchmarks/matmul.py.")
+
+# %% [markdown]
+# ## Summary
+#
+# - Untiled matmul loads `2n³` elements; **cache tiling** brings DRAM traffic to `n² + n³/b1`
+#   (A once, B once per row block of A), **register tiling** brings L1 traffic to `n³/v2 + n³/v1`
+#   (v1, v2 = rows, columns of the register tile; v3 is free). When tiles do not divide, replace
+#   `n/b` by `cdiv(n, b)` — every count above was checked against the closed form.
+# - GPU v1 → v3 walk the same path: `2N³` → `N³/V + N³` → `2N³/V` (register reuse) → `2N³/L`
+#   global plus `2N³/V` shared (shared-memory reuse). The seed's v3 reads `b` from `sA`; it must be `sB`.
+# - In real time, a blocked loop over BLAS calls only approaches the library once tiles are large:
+#   the vendor kernel already does all of this tiling internally.
+#
+# **Exercises** (`exercises/lab03_matmul.py`): `cache_tiled`, `register_tiled` and `tiled` — write
+# the counted loops. Grade with `python -m labkit.grade --lab 03` (or `make grade LAB=03`).

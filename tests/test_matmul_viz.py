@@ -1,0 +1,51 @@
+"""labkit.viz.matmul: the frames of the tiled-loop animation (pure functions; the widget is not tested)."""
+import re
+
+import pytest
+
+from labkit.matmul import traffic as T
+from labkit.viz import matmul as V
+
+
+def fills(html):
+    return re.findall(r'fill="(#[0-9a-f]{6})"', html)
+
+
+@pytest.mark.parametrize("kind,tiles,shape", [("cache", {"b1": 2, "b2": 3}, (5, 4, 7)),
+                                              ("register", {"v1": 2, "v2": 3, "v3": 2}, (5, 3, 4))])
+def test_frames_show_resident_tiles_and_counts(kind, tiles, shape):
+    M, K, N = shape
+    render, n, formula = V.tiled_frames(kind, M, K, N, **tiles)
+    steps = T.trace(kind, M, K, N, **tiles)
+    assert n == len(steps)
+    for i in (0, n // 2, n - 1):
+        html = render(i)
+        f = fills(html)
+        assert len(f) == M * K + K * N + M * N                       # one cell per matrix element
+        s = steps[i]
+        area = lambda rc: (rc[1] - rc[0]) * (rc[3] - rc[2])          # noqa: E731
+        assert f.count(V.COLORS["A"]) == area(s.a)
+        assert f.count(V.COLORS["B"]) == area(s.b)
+        assert f.count(V.COLORS["C"]) == area(s.c)
+        assert f"<td>A reads</td><td>{s.traffic.a_reads}</td><td>{formula.a_reads}</td>" in html
+        assert f"step {i + 1} / {n}" in html
+    last = render(n - 1)
+    # the last frame's running counters reach the closed form
+    assert f"<td>total</td><td>{formula.total}</td><td>{formula.total}</td>" in last
+    # every C cell is either finished or in the current tile at the end
+    f = fills(last)[M * K + K * N:]
+    assert f.count("#ffffff") == 0
+
+
+def test_cache_first_frame_loads_a_and_b():
+    render, n, _ = V.tiled_frames("cache", 4, 3, 4, b1=2, b2=2)
+    assert "loaded A tile and B tile" in render(0)
+    assert "A block still resident" in render(1)
+
+
+def test_bad_step_and_kind():
+    render, n, _ = V.tiled_frames("cache", 2, 2, 2, b1=1, b2=1)
+    with pytest.raises(ValueError, match="out of range"):
+        render(n)
+    with pytest.raises(ValueError, match="unknown loop"):
+        T.trace("diagonal", 2, 2, 2)
