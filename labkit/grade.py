@@ -1,4 +1,4 @@
-"""Grade exercises: ``python -m labkit.grade [--impl exercises|solutions|PATH] [--lab NN] [--gradescope FILE]``.
+"""Grade exercises: ``python -m labkit.grade [--impl exercises|solutions|PATH] [--lab NN] [--exercise NAME] [--gradescope FILE]``.
 
 Runs the graded tests (tests/graded/test_labNN_*.py) against the chosen
 implementation in a separate pytest process, then prints a score table per
@@ -25,7 +25,7 @@ def graded_test_files(lab: str | None) -> list[Path]:
 
 
 def run_graded_tests(impl: str, lab: str | None = None, verbose: bool = False,
-                     test_files: list[Path] | None = None) -> list[dict]:
+                     test_files: list[Path] | None = None, exercises: list[str] | None = None) -> list[dict]:
     """Run the graded tests against ``impl``; return one dict per graded test (see the plugin).
 
     A test that crashes the pytest process scores 0 and the remaining tests
@@ -44,7 +44,8 @@ def run_graded_tests(impl: str, lab: str | None = None, verbose: bool = False,
             report.unlink(missing_ok=True)
             cmd = [sys.executable, "-m", "pytest", *targets, "-c", str(grading.REPO_ROOT / "pyproject.toml"),
                    "-p", "no:cacheprovider", "--impl", impl, "--grade-report", str(report),
-                   "--no-header", "-q" if verbose else "-qq", "-rf" if verbose else "-rN"]
+                   "--no-header", "-q" if verbose else "-qq", "-rf" if verbose else "-rN",
+                   *[f"--exercise={e}" for e in exercises or []]]
             proc = subprocess.run(cmd, cwd=grading.REPO_ROOT, capture_output=not verbose, text=True)
             if not report.exists():
                 out = (proc.stdout or "") + (proc.stderr or "")
@@ -104,10 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m labkit.grade", description=__doc__.splitlines()[0])
     ap.add_argument("--impl", default="exercises", help="exercises (default) | solutions | PATH to a folder of labNN_*.py")
     ap.add_argument("--lab", default=None, help="grade one lab only, e.g. 05")
+    ap.add_argument("--exercise", action="append", default=None, help="grade only this exercise (repeatable)")
     ap.add_argument("--gradescope", metavar="FILE", default=None, help="also write Gradescope results.json here")
     ap.add_argument("-v", "--verbose", action="store_true", help="show pytest's output")
     a = ap.parse_args(argv)
-    rows = score_table(run_graded_tests(a.impl, a.lab, a.verbose))
+    rows = score_table(run_graded_tests(a.impl, a.lab, a.verbose, exercises=a.exercise))
+    if not rows:
+        raise SystemExit(f"grade: no graded tests for exercise(s) {a.exercise} in lab {a.lab or 'any'}")
     print(f"implementation: {a.impl}")
     print(format_table(rows))
     for r in rows:

@@ -5,6 +5,7 @@
   tests/graded/test_lab05_collectives.py -> load("lab05_collectives").
 - ``@pytest.mark.graded(points=N, exercise="name")`` marks a graded test; each
   gets a per-test timeout (default 60 s) unless it sets its own.
+- ``--exercise NAME`` (repeatable) keeps only that exercise's graded tests.
 - ``--grade-report FILE`` keeps a JSON record of every graded test, rewritten
   as each one starts and ends; a test left "running" in it crashed the test
   process, and the grader re-runs the rest without it.
@@ -26,6 +27,8 @@ def pytest_addoption(parser):
     group = parser.getgroup("labkit grading")
     group.addoption("--impl", default=None, help="exercises | solutions | PATH to a folder of labNN_*.py")
     group.addoption("--grade-report", default=None, help="write graded results as JSON to this file")
+    group.addoption("--exercise", action="append", default=None,
+                    help="run only the graded tests of this exercise (repeatable)")
 
 
 def pytest_configure(config):
@@ -40,6 +43,11 @@ def _graded_marker(item):
 
 
 def pytest_collection_modifyitems(config, items):
+    wanted = config.getoption("--exercise")
+    if wanted:
+        keep = [it for it in items if _graded_marker(it) and _graded_marker(it).kwargs.get("exercise") in wanted]
+        config.hook.pytest_deselected(items=[it for it in items if it not in keep])
+        items[:] = keep
     for item in items:
         mark = _graded_marker(item)
         if mark is None:
