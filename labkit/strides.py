@@ -369,23 +369,24 @@ class StridedView:
         if len(sizes) < self.ndim:
             raise ValueError(f"expand: target {sizes!r} has fewer dims than the tensor's shape {self.shape}")
         lead = len(sizes) - self.ndim
-        shape, strides = [], []
-        for i, want in enumerate(sizes):
+        n_out = len(sizes)
+        shape, strides = [0] * n_out, [0] * n_out
+        for i in range(n_out - 1, -1, -1):  # right to left, like ATen's inferExpandGeometry
+            want = sizes[i]
             if isinstance(want, bool) or not isinstance(want, int):
                 raise TypeError(f"expand sizes must be ints, got {sizes!r}")
             if i < lead:
                 if want < 0:
                     raise ValueError(f"expand: -1 is not allowed for a new leading dimension, got {sizes!r}")
-                shape.append(want)
-                strides.append(0)
+                # a new size-1 dim gets the stride torch gives it (next size * next stride); others 0
+                nxt = shape[i + 1] * strides[i + 1] if i + 1 < n_out else 0
+                shape[i], strides[i] = want, (nxt if want == 1 else 0)
                 continue
             have, stride = self.shape[i - lead], self.strides[i - lead]
             if want == -1 or want == have:
-                shape.append(have)
-                strides.append(stride)
+                shape[i], strides[i] = have, stride
             elif have == 1 and want >= 0:
-                shape.append(want)
-                strides.append(0)
+                shape[i], strides[i] = want, 0
             else:
                 raise ValueError(f"expand: size {have} at dimension {i - lead} of shape {self.shape} "
                                  f"cannot become {want} (only size-1 dims can be expanded)")

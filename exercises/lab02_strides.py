@@ -1,0 +1,37 @@
+"""Lab 02 exercises: strided views as (shape, strides, offset), all counted in elements.
+
+Element [i0, i1, ...] of a view is at storage position offset + sum(i_d * strides[d]).
+Shapes and strides are tuples of ints; the functions return tuples.
+"""
+
+
+def slice_view(shape, strides, offset, dim, start, stop, step):
+    """(shape, strides, offset) of ``t[..., start:stop:step, ...]`` on dimension ``dim``.
+
+    ``start``, ``stop`` >= 0 and ``step`` >= 1; like Python, ``start`` and ``stop``
+    larger than the size are clamped to it, and a stop before start gives length 0.
+    """
+    raise NotImplementedError("hint: offset moves by start*stride; the stride is multiplied by step; length is ceil((stop-start)/step) after clamping")
+
+
+def permute_view(shape, strides, offset, dims):
+    """(shape, strides, offset) of ``t.permute(dims)``: new dimension i is old dimension dims[i]."""
+    raise NotImplementedError("hint: pick shape[d] and strides[d] for d in dims, in that order; the offset does not change")
+
+
+def is_contiguous(shape, strides):
+    """True when torch's ``is_contiguous()`` would be: row-major order after ignoring
+    size-1 dimensions (their stride does not matter); a tensor with no elements is contiguous."""
+    raise NotImplementedError("hint: walk dims from the last, skipping size-1 dims; each stride must equal the product of the sizes after it")
+
+
+def view_strides(shape, strides, new_shape):
+    """Strides of ``t.view(new_shape)``, or None where torch's view would raise.
+
+    ``new_shape`` has the same number of elements (>= 1) and no -1. A view exists
+    when every new dimension lies inside one run of old dimensions that are
+    contiguous with each other (stride[d-1] == stride[d] * shape[d], size-1
+    dimensions never break a run); torch's rules, including the strides it gives
+    to new size-1 dimensions.
+    """
+    raise NotImplementedError("hint: group old dims (from the last) into runs where strides[d-1] == strides[d]*shape[d]; each new dim must fit inside one run")

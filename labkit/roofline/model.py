@@ -1,0 +1,147 @@
+"""Cost models: FLOPs, bytes moved, arithmetic intensity, the roofline, MFU/HFU.
+
+Counting convention (used everywhere in the course):
+- FLOPs: one per add, multiply, compare, exp or divide on one element; a
+  multiply-add counts 2. Matmul of (m x k) by (k x n) is 2*m*k*n FLOPs.
+- Bytes moved: the *compulsory* traffic to and from main memory, assuming
+  every operand is read once and every result written once (perfect caching
+  inside one kernel, no caching between kernels). An unfused chain of
+  kernels therefore pays for every intermediate twice (written, then read).
+- Arithmetic intensity I = FLOPs / bytes (FLOP/byte). The seed notes count
+  "read/writes" in elements (add: 1/3); in bytes of float32 that is 1/12.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "OpCost", "elementwise_add", "elementwise_chain", "matmul", "softmax", "copy", "triad",
+    "attainable_flops", "ridge_intensity", "bound", "mfu", "hfu", "training_flops", "utilization",
+]
+
+
+def _pos_int(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return v
+
+
+def _pos_num(name: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise ValueError(f"{name} must be a positive number, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """An operation's work: ``flops`` (FLOPs) and ``bytes`` (bytes moved to/from memory)."""
+
+    name: str
+    flops: int
+    bytes: int
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte moved."""
+        return self.flops / self.bytes
+
+
+def elementwise_add(n: int, dtype_bytes: int = 4) -> OpCost:
+    """c = a + b on n elements: n FLOPs; reads a, b and writes c: 3*n*dtype_bytes bytes."""
+    _pos_int("n", n), _pos_int("dtype_bytes", dtype_bytes)
+    return OpCost(f"add n={n}", n, 3 * n * dtype_bytes)
+
+
+def elementwise_chain(n: int, fused: bool, dtype_bytes: int = 4) -> OpCost:
+    """e = d + (a + b) * c on n elements (the seed's example), 3 FLOPs per element.
+
+    Unfused (three kernels: add, mul, add) each kernel reads 2 and writes 1
+    array: 9 arrays moved. Fused (one kernel) reads a, b, c, d and writes e:
+    5 arrays moved. Bytes = arrays * n * dtype_bytes.
+    """
+    _pos_int("n", n), _pos_int("dtype_bytes", dtype_bytes)
+    arrays = 5 if fused else 9
+    return OpCost(f"chain {'fused' if fused else 'unfused'} n={n}", 3 * n, arrays * n * dtype_bytes)
+
+
+def matmul(m: int, k: int, n: int, dtype_bytes: int = 4) -> OpCost:
+    """(m x k) @ (k x n): 2*m*k*n FLOPs; reads A and B once, writes C once: (mk + kn + mn)*dtype_bytes."""
+    for name, v in (("m", m), ("k", k), ("n", n), ("dtype_bytes", dtype_bytes)):
+        _pos_int(name, v)
+    return OpCost(f"matmul {m}x{k}x{n}", 2 * m * k * n, (m * k + k * n + m * n) * dtype_bytes)
+
+
+def softmax(rows: int, cols: int, dtype_bytes: int = 4) -> OpCost:
+    """Row softmax of a rows x cols matrix, fused (one read, one write).
+
+    FLOPs per element: max (1 compare), subtract (1), exp (1), sum (1), divide (1) = 5.
+    Bytes: read the input once and write the output once = 2*rows*cols*dtype_bytes.
+    """
+    _pos_int("rows", rows), _pos_int("cols", cols), _pos_int("dtype_bytes", dtype_bytes)
+    return OpCost(f"softmax {rows}x{cols}", 5 * rows * cols, 2 * rows * cols * dtype_bytes)
+
+
+def copy(n: int, dtype_bytes: int = 4) -> OpCost:
+    """dst[:] = src (STREAM "copy"): 0 FLOPs, 2*n*dtype_bytes bytes (read + write)."""
+    _pos_int("n", n), _pos_int("dtype_bytes", dtype_bytes)
+    return OpCost(f"copy n={n}", 0, 2 * n * dtype_bytes)
+
+
+def triad(n: int, dtype_bytes: int = 4) -> OpCost:
+    """a = b + s*c (STREAM "triad"): 2*n FLOPs, 3*n*dtype_bytes bytes."""
+    _pos_int("n", n), _pos_int("dtype_bytes", dtype_bytes)
+    return OpCost(f"triad n={n}", 2 * n, 3 * n * dtype_bytes)
+
+
+def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """Roofline: min(peak_flops, intensity * bandwidth) in FLOP/s.
+
+    ``intensity`` FLOP/byte, ``peak_flops`` FLOP/s, ``bandwidth`` bytes/s.
+    """
+    if isinstance(intensity, bool) or not isinstance(intensity, (int, float)) or intensity < 0:
+        raise ValueError(f"intensity must be a number >= 0 (FLOP/byte), got {intensity!r}")
+    _pos_num("peak_flops", peak_flops), _pos_num("bandwidth", bandwidth)
+    return min(peak_flops, intensity * bandwidth)
+
+
+def ridge_intensity(peak_flops: float, bandwidth: float) -> float:
+    """The intensity (FLOP/byte) where the roofline bends: peak_flops / bandwidth."""
+    return _pos_num("peak_flops", peak_flops) / _pos_num("bandwidth", bandwidth)
+
+
+def bound(intensity: float, peak_flops: float, bandwidth: float) -> str:
+    """'memory' left of the ridge point, 'compute' at or right of it."""
+    return "memory" if intensity < ridge_intensity(peak_flops, bandwidth) else "compute"
+
+
+def utilization(flops: float, seconds: float, peak_flops: float) -> float:
+    """(flops / seconds) / peak_flops, a fraction in [0, 1] for a sane measurement."""
+    if isinstance(flops, bool) or not isinstance(flops, (int, float)) or flops < 0:
+        raise ValueError(f"flops must be a number >= 0, got {flops!r}")
+    return flops / _pos_num("seconds", seconds) / _pos_num("peak_flops", peak_flops)
+
+
+def training_flops(n_params: float, tokens: float, recompute_forward: bool = False) -> tuple[float, float]:
+    """(model FLOPs, hardware FLOPs) of training a dense model on ``tokens`` tokens.
+
+    Forward = 2*N FLOPs per token, backward = 2 forwards = 4*N, so a step is
+    6*N*tokens *model* FLOPs. With activation checkpointing one forward is
+    run again during backward, so the *hardware* executes 8*N*tokens; the
+    model FLOPs stay 6*N*tokens (the recompute does not advance training).
+    """
+    _pos_num("n_params", n_params), _pos_num("tokens", tokens)
+    model = 6 * n_params * tokens
+    hardware = (8 if recompute_forward else 6) * n_params * tokens
+    return model, hardware
+
+
+def mfu(n_params: float, tokens: float, seconds: float, peak_flops: float) -> float:
+    """Model FLOPs utilization: 6*N*tokens / seconds / peak_flops (checkpointing does not change it)."""
+    model, _ = training_flops(n_params, tokens)
+    return utilization(model, seconds, peak_flops)
+
+
+def hfu(n_params: float, tokens: float, seconds: float, peak_flops: float, recompute_forward: bool = False) -> float:
+    """Hardware FLOPs utilization: FLOPs actually executed (8*N*tokens with recompute) / seconds / peak."""
+    _, hardware = training_flops(n_params, tokens, recompute_forward)
+    return utilization(hardware, seconds, peak_flops)

@@ -1,0 +1,292 @@
+# %% [markdown]
+# # Lab 01 — Arithmetic intensity, the roofline, MFU and fusion
+#
+# **Learning objectives.** After this lab you can
+# 1. count the FLOPs and the bytes moved by an operation and compute its **arithmetic intensity** (FLOP/byte);
+# 2. **measure** this machine's compute peak (a large matmul) and memory bandwidth (STREAM-style copy and triad);
+# 3. draw the **roofline** `min(peak, I × bandwidth)` and place measured operations on it;
+# 4. explain with the roofline why **fusing** element-wise operations makes them faster, and measure it;
+# 5. compute **MFU** and **HFU**, including the activation-checkpointing case (MFU = ¾·HFU), and spot an arithmetic
+#    slip in the seed notes.
+#
+# Code: `labkit.roofline.model` (formulas, pure Python), `labkit.roofline.measure` (timing with torch),
+# `labkit.viz.roofline` (plots and the widget).
+
+# %%
+
+import labkit
+import torch
+from labkit.env import report
+from labkit.roofline import measure as R
+from labkit.roofline import model as M
+from labkit.viz import roofline as V
+
+DEVICE = R.default_device()
+# On a CPU shared with other work, two OpenMP threads on two busy cores wait for each other and timings become
+# erratic; we measure ONE thread so the numbers are stable. Everything below is "per core" on a CPU.
+THREADS = 1 if DEVICE.type == "cpu" else None
+print("device:", DEVICE.type, "| threads used for timing:", THREADS or "default")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+report();
+
+# %% [markdown]
+# ## 1. Counting FLOPs and bytes
+#
+# **Convention used throughout the course.** One FLOP per add, multiply, compare, exp or divide on one element
+# (a multiply-add is 2). Bytes moved = the *compulsory* traffic: each operand read once and each result written once
+# **per kernel** (perfect caching inside a kernel, none between kernels). Arithmetic intensity
+# `I = FLOPs / bytes`.
+#
+# - element-wise add `c = a + b` on n float32: n FLOPs, 3n·4 bytes → `I = 1/12`.
+#   (The seed notes say "1 compute and 3 read/writes → 1/3": that counts *elements*, not bytes. In bytes it is 1/12.)
+# - the chain `e = d + (a + b) * c`: 3 FLOPs per element. **Unfused** (3 kernels) each kernel reads 2 arrays and
+#   writes 1 → 9 arrays; **fused** (1 kernel) reads a, b, c, d and writes e → 5 arrays.
+# - matmul (m×k)·(k×n): `2mkn` FLOPs, `(mk + kn + mn)·4` bytes; for square n, `I = n/6` — it grows with n.
+# - row softmax (fused): 5 FLOPs per element (max, subtract, exp, sum, divide), read once + write once → `I = 5/8`.
+
+# %%
+ops = [M.elementwise_add(1 << 20), M.elementwise_chain(1 << 20, fused=False), M.elementwise_chain(1 << 20, fused=True),
+       M.matmul(64, 64, 64), M.matmul(1024, 1024, 1024), M.matmul(4096, 4096, 1), M.softmax(4096, 1024)]
+print(f"{'op':28} {'FLOPs':>14} {'bytes':>14} {'FLOP/byte':>10}")
+for op in ops:
+    print(f"{op.name:28} {op.flops:14,d} {op.bytes:14,d} {op.intensity:10.4f}")
+print("matmul n=1024: n/6 =", round(1024 / 6, 4), "| fused/unfused chain intensity =",
+      M.elementwise_chain(8, True).intensity / M.elementwise_chain(8, False).intensity, "= 9/5")
+
+# %% [markdown]
+# ## 2. Measuring the machine
+#
+# **Peak compute**: the best FLOP/s of `torch.mm` on square float32 matrices (2n³ FLOPs per call) over a few sizes,
+# median of repeats. This is a *measured* peak — what the BLAS achieves here — not a datasheet number.
+#
+# **Memory bandwidth**: STREAM-style kernels on arrays much larger than the last-level cache
+# (2²⁴ float32 = 64 MiB each): *copy* `a[:] = b` moves 2n·4 bytes (read + write), *triad* `a = b + 2c` moves 3n·4.
+# We count bytes the program must move; a cache that writes-allocate may move a little more.
+#
+# Timings vary from run to run and machine to machine, so the cells that print them are not compared by the tests.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+with R.threads(THREADS):
+    peak = R.peak_matmul(sizes=(256, 512, 1024, 2048), repeat=3, device=DEVICE)
+    copy = R.bandwidth(1 << 24, "copy", device=DEVICE)
+    triad = R.bandwidth(1 << 24, "triad", device=DEVICE)
+PEAK, BW = peak.flops_per_s, max(copy.bytes_per_s, triad.bytes_per_s)
+print(f"peak compute : {PEAK / 1e9:8.2f} GFLOP/s  ({peak.name}, {peak.seconds * 1e3:.2f} ms per call)")
+print(f"copy         : {copy.bytes_per_s / 1e9:8.2f} GB/s     ({copy.bytes / 2**20:.0f} MiB moved in {copy.seconds * 1e3:.2f} ms)")
+print(f"triad        : {triad.bytes_per_s / 1e9:8.2f} GB/s     ({triad.bytes / 2**20:.0f} MiB moved in {triad.seconds * 1e3:.2f} ms)")
+print(f"ridge point  : {M.ridge_intensity(PEAK, BW):8.2f} FLOP/byte = peak / bandwidth")
+
+# %% [markdown]
+# ## 3. The roofline
+#
+# An operation with intensity `I` cannot run faster than the memory system feeds it (`I × bandwidth`) nor faster than
+# the arithmetic units (`peak`): **attainable = min(peak, I × bandwidth)**. Left of the ridge point `peak/bandwidth`
+# an op is memory-bound, right of it compute-bound. The formula is exact for the model; a quick check with round
+# numbers:
+
+# %%
+for i in (0.25, 8.0, 64.0):
+    print(f"I = {i:5} FLOP/B on (100 GFLOP/s, 10 GB/s): attainable {M.attainable_flops(i, 100e9, 10e9) / 1e9:6.1f} GFLOP/s,"
+          f" {M.bound(i, 100e9, 10e9)}-bound")
+
+# %% [markdown]
+# Now measure real operations and put them on this machine's roofline. Each point: x = the op's modelled intensity,
+# y = its modelled FLOPs ÷ measured time. A point near the roof is as fast as the hardware allows.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+n = 1 << 23
+a, b, c, d = R.chain_inputs(n, device=DEVICE)
+out, tmp = torch.empty_like(a), (torch.empty_like(a), torch.empty_like(a))
+mats = {s: (torch.randn(s, s, device=DEVICE), torch.randn(s, s, device=DEVICE)) for s in (32, 128, 512)}
+X = torch.randn(4096, 1024, device=DEVICE)
+with R.threads(THREADS):
+    measured = [
+        R.measure(M.elementwise_add(n), lambda: torch.add(a, b, out=out)),
+        R.measure(M.elementwise_chain(n, fused=False), lambda: R.chain_unfused(a, b, c, d, out, tmp)),
+        R.measure(M.softmax(4096, 1024), lambda: torch.softmax(X, dim=1)),
+        *[R.measure(M.matmul(s, s, s), lambda s=s: torch.mm(*mats[s]), min_time_s=0.01) for s in mats],
+    ]
+print(f"{'op':26} {'I (FLOP/B)':>10} {'GFLOP/s':>9} {'GB/s':>7} {'roof GFLOP/s':>13} {'% of roof':>9}")
+for m in measured:
+    roof = M.attainable_flops(m.intensity, PEAK, BW)
+    print(f"{m.name:26} {m.intensity:10.3f} {m.flops_per_s / 1e9:9.2f} {m.bytes_per_s / 1e9:7.2f} {roof / 1e9:13.2f} "
+          f"{100 * m.flops_per_s / roof:8.0f}%")
+
+# %%
+fig = V.roofline_figure(PEAK, BW, points=[(m.name, m.intensity, m.flops_per_s) for m in measured],
+                        title=f"measured roofline ({DEVICE.type}, {THREADS or 'all'} thread(s))")
+
+# %% [markdown]
+# What to see: the element-wise ops and softmax sit far left (intensity well below 1 FLOP/B) and reach only a few
+# GFLOP/s even though their GB/s is close to the measured bandwidth — they are memory-bound; the roof there is the
+# slanted line. Small matmuls have low intensity *and* overheads; large ones climb to the flat part.
+# (Softmax in torch may read the input more than once, so its real traffic can exceed the 2-array model.)
+#
+# ## 4. Fusion, for real
+#
+# The chain `e = d + (a + b) * c` has the same FLOPs fused or not; fusing only removes traffic (9 → 5 arrays). Both
+# versions are memory-bound, so the roofline predicts the time ratio **unfused / fused ≈ 9/5 = 1.8** (same bandwidth,
+# less data). We fuse with `torch.compile` (Inductor generates one C++/OpenMP loop on CPU, one Triton kernel on GPU).
+# The first call compiles (several seconds); we time later calls.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import time
+
+t0 = time.perf_counter()
+fused, arrays, how = R.make_fused_chain()
+fused(a, b, c, d, out)
+print(f"fused with: {how}; first call (compile) {time.perf_counter() - t0:.1f} s")
+want = d + (a + b) * c
+print("fused result equals eager (up to FMA rounding):", torch.allclose(out, want, rtol=1e-6, atol=1e-6))
+with R.threads(THREADS):
+    # other programs share this machine: take the best of 3 interleaved rounds (each a median of 5 calls)
+    rounds = [(R.measure(M.elementwise_chain(n, fused=False), lambda: R.chain_unfused(a, b, c, d, out, tmp)),
+               R.measure(M.OpCost("chain fused", 3 * n, arrays * n * 4), lambda: fused(a, b, c, d, out)))
+              for _ in range(3)]
+    t_unf = min((r[0] for r in rounds), key=lambda m: m.seconds)
+    t_fus = min((r[1] for r in rounds), key=lambda m: m.seconds)
+    t_alloc = R.measure(M.elementwise_chain(n, fused=False), lambda: d + (a + b) * c)
+for m in (t_unf, t_fus):
+    print(f"{m.name:24} {m.seconds * 1e3:7.2f} ms  {m.bytes / 2**20:5.0f} MiB moved  {m.bytes_per_s / 1e9:6.2f} GB/s  "
+          f"{m.flops_per_s / 1e9:5.2f} GFLOP/s")
+print(f"unfused, allocating temporaries (d + (a + b) * c): {t_alloc.seconds * 1e3:.2f} ms")
+print(f"speed-up unfused/fused: measured {t_unf.seconds / t_fus.seconds:.2f}x, roofline predicts {9 / arrays:.2f}x "
+      f"(traffic ratio 9/{arrays})")
+
+# %%
+fig = V.roofline_figure(PEAK, BW, points=[(t_unf.name, t_unf.intensity, t_unf.flops_per_s),
+                                          (t_fus.name, t_fus.intensity, t_fus.flops_per_s)],
+                        title="fusion moves the op right along the slanted roof", i_range=(2 ** -6, 2 ** 6))
+
+# %% [markdown]
+# Fusion raises the intensity from 3/36 to 3/20 FLOP/B; on the slanted part of the roof attainable FLOP/s is
+# proportional to intensity, so the same bandwidth finishes the work 9/5 times sooner. Measured ratios are often a bit
+# higher: a CPU cache usually *reads* a line before writing it (write-allocate), so each written array costs two
+# transfers — 12 vs 6 transfers, a ratio of 2 — and the unfused version runs three kernels instead of one. The eager
+# version that allocates its temporaries is slower still: fresh large buffers cost page faults on first touch.
+#
+# ## 5. MFU and HFU
+#
+# **Model FLOPs utilization** = (FLOPs the model needs ÷ time) ÷ peak. For a dense model with N parameters, a
+# forward costs 2N FLOPs per token and a backward twice that, so training needs **6·N·tokens** FLOPs.
+# **Hardware FLOPs utilization** counts what the hardware actually executed. With activation checkpointing the
+# forward is recomputed during backward: **8·N·tokens** executed, still 6·N·tokens useful, so
+# **MFU = 6/8 · HFU = ¾·HFU**.
+#
+# **A slip in the seed notes.** The worked example reads `MFU = (10^12/10) / 1013 = 0.01`: the denominator
+# "1013" is the peak 10¹³ FLOP/s with its exponent lost. Taken literally the result would be ≈ 10⁸, not 0.01.
+# Correctly: 10¹² FLOPs / 10 s = 10¹¹ FLOP/s; 10¹¹ / 10¹³ = 0.01 = 1 %.
+
+# %%
+print("seed example, corrected: (1e12 / 10) / 1e13 =", M.utilization(1e12, 10, 1e13))
+print("taken literally        : (1e12 / 10) / 1013 =", f"{1e12 / 10 / 1013:.4g}")
+N, tokens, secs, peak_hw = 7e9, 2 ** 20, 100.0, 989e12  # a 7B model, 1M tokens in 100 s on a ~1 PFLOP/s accelerator
+mfu = M.mfu(N, tokens, secs, peak_hw)
+hfu = M.hfu(N, tokens, secs, peak_hw, recompute_forward=True)
+print(f"7B model, 2^20 tokens in 100 s, peak 989 TFLOP/s: MFU = {mfu:.4f}, HFU with checkpointing = {hfu:.4f}, "
+      f"MFU/HFU = {mfu / hfu:.4f} (= 3/4)")
+
+# %% [markdown]
+# **Measured on this machine.** A small two-layer MLP (no biases, so N counts exactly the matmul weights) trained for
+# a few steps, with and without `torch.utils.checkpoint`. The input requires grad, as it would deep inside a network,
+# so the backward really is two matmuls per layer (4N FLOPs per token). Checkpointing adds one forward per step, so
+# the extra time should be about one forward's time, and the step about 8/6 = 1.33× slower if backward runs at the
+# same FLOP rate as forward.
+#
+# A real-system detail: torch's default (non-reentrant) checkpoint **stops recomputing early**, once it has rebuilt
+# every tensor the backward needs. A Linear layer saves its *input*, not its output, so the last matmul of the block is
+# never redone and the hardware executes only 6N + 2·N₁ per token (N₁ = first layer's weights). We time it both ways:
+# with early stopping switched off (the textbook 8N) and with torch's default.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
+
+torch.manual_seed(0)
+mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048, bias=False), torch.nn.ReLU(),
+                          torch.nn.Linear(2048, 512, bias=False)).to(DEVICE)
+n_params = sum(p.numel() for p in mlp.parameters())
+n_first = mlp[0].weight.numel()
+x = torch.randn(1024, 512, device=DEVICE, requires_grad=True)
+
+
+def step(recompute, early_stop=True):
+    with set_checkpoint_early_stop(early_stop):
+        y = checkpoint(mlp, x, use_reentrant=False) if recompute else mlp(x)
+    y.square().mean().backward()
+
+
+def forward():
+    with torch.no_grad():
+        mlp(x)
+
+
+def best_seconds(fns, rounds=4):
+    """Min over interleaved rounds of each fn's median time: other programs on the machine only ever add time."""
+    runs = [[R.measure(M.OpCost("t", 1, 1), fn, repeat=3).seconds for fn in fns] for _ in range(rounds)]
+    return [min(r[i] for r in runs) for i in range(len(fns))]
+
+
+with R.threads(THREADS):
+    t_plain, t_full, t_early, t_fwd = best_seconds(
+        [lambda: step(False), lambda: step(True, early_stop=False), lambda: step(True), forward])
+tok = 1024
+for name, t, hw_flops in (("plain", t_plain, 6 * n_params * tok),
+                          ("ckpt, full recompute", t_full, 8 * n_params * tok),
+                          ("ckpt, torch default", t_early, (6 * n_params + 2 * n_first) * tok)):
+    print(f"{name:21} {t * 1e3:7.1f} ms/step  MFU {M.mfu(n_params, tok, t, PEAK):.3f}  "
+          f"HFU {M.utilization(hw_flops, t, PEAK):.3f}  (of the measured matmul peak)")
+print(f"N = {n_params:,} params, {tok} tokens/step, one forward {t_fwd * 1e3:.1f} ms")
+print(f"full recompute: +{(t_full - t_plain) * 1e3:.1f} ms per step (one forward: {t_fwd * 1e3:.1f} ms), "
+      f"ratio {t_full / t_plain:.2f} (model 8/6 = {8 / 6:.2f})")
+print(f"torch default : +{(t_early - t_plain) * 1e3:.1f} ms per step (first layer only: "
+      f"{t_fwd * n_first / n_params * 1e3:.1f} ms), ratio {t_early / t_plain:.2f} "
+      f"(model {(6 * n_params + 2 * n_first) / (6 * n_params):.2f})")
+
+# %% [markdown]
+# On a CPU shared with other programs, differences of a few tens of milliseconds can drown in noise (rerun the cell to
+# see the spread); the formulas themselves are exact and are what the tests check.
+#
+# ## 6. Explore the roofline
+#
+# Pick an op and its size (or any intensity) and see where it lands on the measured roof. Frame 0 is shown
+# statically; in JupyterLab the controls move the point.
+
+# %%
+print("matmul n=64 :", {k: (round(v, 4) if isinstance(v, float) else v)
+                         for k, v in V.explorer_state("matmul", 6, 0.0, 100e9, 10e9).items()
+                         if k in ("intensity", "bound")}, "(on a 100 GFLOP/s, 10 GB/s machine)")
+V.explorer(PEAK, BW)
+
+# %% [markdown]
+# ## 7. On a GPU
+#
+# The same cells run on CUDA: the peak is torch's float32 matmul (TF32 may be used if enabled), bandwidth is HBM
+# copy/triad, and the fused chain is one Triton kernel generated by Inductor. The ridge point on a modern GPU is tens
+# of FLOP/byte, much further right than on a CPU core, so even more operations are memory-bound there.
+
+# %%
+if torch.cuda.is_available():
+    print("GPU found:", torch.cuda.get_device_name(), "- the measurements above ran on it.")
+else:
+    print("No GPU here: on one, the cells above would measure HBM bandwidth (TB/s) and matmul TFLOP/s, and the ridge "
+          "point would move to tens of FLOP/byte.")
+
+# %% [markdown]
+# ## Summary
+#
+# - Arithmetic intensity = FLOPs ÷ bytes moved (state the convention: we count compulsory bytes per kernel).
+#   Element-wise ops: ~0.1 FLOP/B; square matmul: n/6 FLOP/B.
+# - Roofline: attainable = min(peak, I × bandwidth); the ridge point peak/bandwidth splits memory- from compute-bound.
+# - Fusion keeps FLOPs and cuts bytes (9 → 5 arrays for the chain), so memory-bound code speeds up by the traffic
+#   ratio.
+# - MFU counts model FLOPs (6N per token), HFU counts executed FLOPs (8N with recompute): MFU = ¾·HFU under
+#   checkpointing.
+#
+# **Exercises** (`exercises/lab01_roofline.py`): `matmul_intensity`, `chain_intensity`, `attainable_flops`,
+# `mfu_hfu`. Grade your work with `python -m labkit.grade --lab 01` (or `make grade LAB=01`).

@@ -1,0 +1,76 @@
+"""Lab 02 exercises: strided views as (shape, strides, offset), all counted in elements.
+
+Element [i0, i1, ...] of a view is at storage position offset + sum(i_d * strides[d]).
+Shapes and strides are tuples of ints; the functions return tuples.
+"""
+
+
+def slice_view(shape, strides, offset, dim, start, stop, step):
+    """(shape, strides, offset) of ``t[..., start:stop:step, ...]`` on dimension ``dim``.
+
+    ``start``, ``stop`` >= 0 and ``step`` >= 1; like Python, ``start`` and ``stop``
+    larger than the size are clamped to it, and a stop before start gives length 0.
+    """
+    size = shape[dim]
+    start = min(start, size)
+    stop = min(max(stop, start), size)
+    length = (stop - start + step - 1) // step
+    new_shape = list(shape)
+    new_strides = list(strides)
+    new_shape[dim] = length
+    new_strides[dim] = strides[dim] * step
+    return tuple(new_shape), tuple(new_strides), offset + start * strides[dim]
+
+
+def permute_view(shape, strides, offset, dims):
+    """(shape, strides, offset) of ``t.permute(dims)``: new dimension i is old dimension dims[i]."""
+    return tuple(shape[d] for d in dims), tuple(strides[d] for d in dims), offset
+
+
+def is_contiguous(shape, strides):
+    """True when torch's ``is_contiguous()`` would be: row-major order after ignoring
+    size-1 dimensions (their stride does not matter); a tensor with no elements is contiguous."""
+    if 0 in shape:
+        return True
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def view_strides(shape, strides, new_shape):
+    """Strides of ``t.view(new_shape)``, or None where torch's view would raise.
+
+    ``new_shape`` has the same number of elements (>= 1) and no -1. A view exists
+    when every new dimension lies inside one run of old dimensions that are
+    contiguous with each other (stride[d-1] == stride[d] * shape[d], size-1
+    dimensions never break a run); torch's rules, including the strides it gives
+    to new size-1 dimensions.
+    """
+    if len(shape) == 0:
+        return tuple(1 for _ in new_shape)
+    out = [0] * len(new_shape)
+    v = len(new_shape) - 1
+    base = strides[-1]  # stride of the innermost dim of the current run
+    run_numel = 1
+    view_numel = 1
+    for d in range(len(shape) - 1, -1, -1):
+        run_numel *= shape[d]
+        run_ends = d == 0 or (shape[d - 1] != 1 and strides[d - 1] != run_numel * base)
+        if not run_ends:
+            continue
+        while v >= 0 and (view_numel < run_numel or new_shape[v] == 1):
+            out[v] = view_numel * base
+            view_numel *= new_shape[v]
+            v -= 1
+        if view_numel != run_numel:
+            return None
+        if d > 0:
+            base = strides[d - 1]
+            run_numel = 1
+            view_numel = 1
+    return tuple(out) if v == -1 else None

@@ -1,0 +1,67 @@
+"""Graded tests for Lab 01 (exercises/lab01_roofline.py). Expected values are worked out by hand here.
+
+Floating-point comparisons use rel=1e-12: the learner may divide in a different
+order than the reference (e.g. k / arrays / bytes), which changes only the last bits.
+"""
+import pytest
+
+REL = 1e-12
+
+
+@pytest.mark.graded(points=2, exercise="matmul_intensity")
+def test_matmul_intensity_square_and_rectangular(impl):
+    assert impl.matmul_intensity(64, 64, 64) == pytest.approx(2 * 64 ** 3 / (3 * 64 ** 2 * 4), rel=REL)
+    assert impl.matmul_intensity(3, 5, 7) == pytest.approx(2 * 105 / ((15 + 35 + 21) * 4), rel=REL)
+    assert impl.matmul_intensity(3, 5, 7, dtype_bytes=2) == pytest.approx(2 * 105 / ((15 + 35 + 21) * 2), rel=REL)
+
+
+@pytest.mark.graded(points=2, exercise="matmul_intensity")
+def test_matmul_intensity_thin_shapes(impl):
+    # 1 x n times n x n (vector-matrix): 2n^2 FLOPs over (n + n^2 + n) elements
+    n = 1000
+    assert impl.matmul_intensity(1, n, n) == pytest.approx(2 * n * n / ((n + n * n + n) * 4), rel=REL)
+    # n x 1 times 1 x n (outer product): output dominates traffic
+    assert impl.matmul_intensity(n, 1, n) == pytest.approx(2 * n * n / ((n + n + n * n) * 4), rel=REL)
+    # dot product 1 x n times n x 1
+    assert impl.matmul_intensity(1, n, 1) == pytest.approx(2 * n / ((2 * n + 1) * 4), rel=REL)
+
+
+@pytest.mark.graded(points=2, exercise="chain_intensity")
+def test_chain_intensity_unfused(impl):
+    assert impl.chain_intensity(1, fused=False) == pytest.approx(1 / 12, rel=REL)
+    assert impl.chain_intensity(3, fused=False) == pytest.approx(3 / 36, rel=REL)
+    assert impl.chain_intensity(5, fused=False, dtype_bytes=2) == pytest.approx(5 / 30, rel=REL)
+
+
+@pytest.mark.graded(points=2, exercise="chain_intensity")
+def test_chain_intensity_fused(impl):
+    # one op: fusing changes nothing (read 2, write 1 either way)
+    assert impl.chain_intensity(1, fused=True) == pytest.approx(1 / 12, rel=REL)
+    # the seed's e = d + (a + b) * c: 3 FLOPs over 5 arrays
+    assert impl.chain_intensity(3, fused=True) == pytest.approx(3 / 20, rel=REL)
+    assert impl.chain_intensity(7, fused=True, dtype_bytes=2) == pytest.approx(7 / 18, rel=REL)
+
+
+@pytest.mark.graded(points=2, exercise="attainable_flops")
+def test_attainable_flops(impl):
+    peak, bw = 200e9, 25e9  # ridge at 8 FLOP/B
+    assert impl.attainable_flops(0.25, peak, bw) == pytest.approx(6.25e9, rel=REL)
+    assert impl.attainable_flops(8.0, peak, bw) == pytest.approx(200e9, rel=REL)
+    assert impl.attainable_flops(7.0, peak, bw) == pytest.approx(175e9, rel=REL)
+    assert impl.attainable_flops(1000.0, peak, bw) == pytest.approx(200e9, rel=REL)
+    assert impl.attainable_flops(0.0, peak, bw) == 0
+
+
+@pytest.mark.graded(points=1, exercise="mfu_hfu")
+def test_mfu_equals_hfu_without_recompute(impl):
+    mfu, hfu = impl.mfu_hfu(1e9, 2e6, 60.0, 1e15, recompute_forward=False)
+    assert mfu == pytest.approx(6 * 1e9 * 2e6 / 60 / 1e15, rel=REL)
+    assert hfu == pytest.approx(mfu, rel=REL)
+
+
+@pytest.mark.graded(points=2, exercise="mfu_hfu")
+def test_mfu_is_three_quarters_of_hfu_with_recompute(impl):
+    mfu, hfu = impl.mfu_hfu(7e9, 4096 * 8, 2.0, 312e12, recompute_forward=True)
+    assert mfu == pytest.approx(6 * 7e9 * 4096 * 8 / 2.0 / 312e12, rel=REL)
+    assert hfu == pytest.approx(8 * 7e9 * 4096 * 8 / 2.0 / 312e12, rel=REL)
+    assert mfu == pytest.approx(0.75 * hfu, rel=REL)

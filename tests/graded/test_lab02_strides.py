@@ -1,0 +1,132 @@
+"""Graded tests for Lab 02 (exercises/lab02_strides.py): every answer is checked against torch itself.
+
+Bases are built with torch.as_strided over an arange storage, so the learner's
+(shape, strides, offset) must match torch's .shape, .stride(), .storage_offset().
+"""
+import math
+
+import pytest
+import torch
+
+
+def base(shape, strides, offset=0):
+    need = offset + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+    return torch.as_strided(torch.arange(need), shape, strides, offset)
+
+
+def meta(t):
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+def contig(shape):
+    return tuple(torch.empty(shape).stride())
+
+
+SLICES = [  # (shape, strides, offset, dim, start, stop, step)
+    ((10,), (1,), 0, 0, 1, 10, 3),        # 1, 4, 7: length 3 = ceil(9/3)
+    ((10,), (1,), 0, 0, 0, 9, 2),         # ceil(9/2) = 5 (floor would give 4)
+    ((1, 7), (7, 1), 0, 1, 2, 7, 2),      # 1 x n
+    ((7, 1), (1, 1), 0, 0, 1, 7, 4),      # n x 1
+    ((4, 6), (6, 1), 3, 1, 1, 6, 2),      # nonzero base offset
+    ((4, 6), (1, 4), 0, 0, 1, 4, 2),      # transposed base (column-major strides)
+    ((5, 3), (3, 1), 0, 0, 2, 100, 1),    # stop past the end is clamped
+    ((5, 3), (3, 1), 0, 0, 7, 9, 2),      # start past the end: length 0, offset clamps to size
+    ((5, 3), (3, 1), 0, 1, 2, 1, 1),      # stop before start: length 0
+    ((2, 3, 4), (12, 4, 1), 0, 2, 1, 4, 3),
+]
+
+
+@pytest.mark.graded(points=3, exercise="slice_view")
+def test_slice_view(impl):
+    for case in SLICES:
+        shape, strides, offset, dim, start, stop, step = case
+        t = base(shape, strides, offset)
+        want = meta(t[(slice(None),) * dim + (slice(start, stop, step),)])
+        got = impl.slice_view(shape, strides, offset, dim, start, stop, step)
+        got = (tuple(got[0]), tuple(got[1]), got[2])
+        assert got == want, f"slice_view{case}: got {got}, torch gives (shape, strides, offset) = {want}"
+
+
+PERMS = [
+    ((2, 3), (3, 1), 0, (1, 0)),
+    ((2, 3, 4), (12, 4, 1), 5, (1, 2, 0)),   # not its own inverse: catches dims/inverse mix-ups
+    ((2, 3, 4), (12, 4, 1), 0, (2, 0, 1)),
+    ((2, 3, 4, 5), (60, 20, 5, 1), 1, (3, 1, 0, 2)),
+    ((1, 4, 1), (9, 1, 9), 0, (2, 0, 1)),
+]
+
+
+@pytest.mark.graded(points=2, exercise="permute_view")
+def test_permute_view(impl):
+    for case in PERMS:
+        shape, strides, offset, dims = case
+        want = meta(base(shape, strides, offset).permute(dims))
+        got = impl.permute_view(shape, strides, offset, dims)
+        got = (tuple(got[0]), tuple(got[1]), got[2])
+        assert got == want, f"permute_view{case}: got {got}, torch gives {want}"
+
+
+CONTIG = [  # (shape, strides)
+    ((2, 3), (3, 1)), ((2, 3), (1, 2)),          # row-major / transposed
+    ((1, 5), (5, 1)), ((1, 5), (99, 1)),         # 1 x n: the size-1 stride is free
+    ((5, 1), (1, 1)), ((5, 1), (1, 7)),          # n x 1
+    ((3, 1, 4), (4, 50, 1)),                     # size-1 in the middle
+    ((3, 4), (8, 1)),                            # every other row: not contiguous
+    ((3, 4), (0, 1)),                            # broadcast rows (stride 0)
+    ((2, 0, 3), (7, 7, 7)),                      # no elements: contiguous
+    ((1, 1), (5, 9)), ((4,), (2,)),
+]
+
+
+@pytest.mark.graded(points=2, exercise="is_contiguous")
+def test_is_contiguous(impl):
+    for shape, strides in CONTIG:
+        t = torch.empty(0).as_strided(shape, strides) if math.prod(shape) == 0 else base(shape, strides)
+        got = impl.is_contiguous(shape, strides)
+        assert bool(got) == t.is_contiguous(), \
+            f"is_contiguous({shape}, {strides}): got {got}, torch says {t.is_contiguous()}"
+
+
+VIEWS = [  # (shape, strides, new_shape)
+    ((2, 3), (3, 1), (6,)),
+    ((2, 3), (3, 1), (3, 2)),
+    ((2, 3), (1, 2), (6,)),                       # transposed: no view
+    ((4, 3), (1, 4), (2, 2, 3)),                  # transposed: splitting one dim is fine
+    ((4, 3), (1, 4), (4, 3, 1)),
+    ((1, 6), (99, 1), (2, 3)),                    # 1 x n with an odd stride on the 1
+    ((6, 1), (1, 1), (3, 2)),                     # n x 1
+    ((6, 1), (1, 1), (1, 6)),
+    ((3, 4), (8, 1), (12,)),                      # every other row: no view
+    ((3, 4), (8, 1), (3, 2, 2)),                  # ... but splitting the rows is fine
+    ((3, 4), (0, 1), (12,)),                      # broadcast rows: no view
+    ((3, 4), (0, 1), (3, 1, 4)),
+    ((2, 1, 3), (3, 50, 1), (6,)),                # size-1 in the middle never breaks a run
+    ((2, 2, 2), (4, 1, 2), (4, 2)),               # last two swapped: merging the first two is fine
+    ((2, 2, 2), (4, 1, 2), (2, 4)),               # ... merging the last two is not
+]
+
+
+def _check_views(impl, cases):
+    for shape, strides, new_shape in cases:
+        try:
+            want = tuple(base(shape, strides).view(new_shape).stride())
+        except RuntimeError:
+            want = None  # torch refuses the view
+        got = impl.view_strides(shape, strides, new_shape)
+        got = None if got is None else tuple(got)
+        assert got == want, f"view_strides({shape}, {strides}, {new_shape}): got {got}, torch gives {want}"
+
+
+@pytest.mark.graded(points=2, exercise="view_strides")
+def test_view_strides_contiguous_and_transposed(impl):
+    _check_views(impl, VIEWS[:5])
+
+
+@pytest.mark.graded(points=2, exercise="view_strides")
+def test_view_strides_size_one_dims(impl):
+    _check_views(impl, [v for v in VIEWS[5:] if 1 in v[0]])
+
+
+@pytest.mark.graded(points=2, exercise="view_strides")
+def test_view_strides_gaps_and_broadcasts(impl):
+    _check_views(impl, [v for v in VIEWS[5:] if 1 not in v[0]])
