@@ -28,7 +28,7 @@ from labkit.kernels.checks import check_same, check_tensor, interpreting
 def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_q, seq_k, head_dim, scale,
                      stride_qh, stride_qm, stride_kh, stride_kn, stride_vh, stride_vn, stride_oh, stride_om,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                     CAUSAL: tl.constexpr):
+                     CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr = False):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)           # flattened batch * head
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -43,10 +43,14 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_q, seq_k, head_dim, scale,
     n_end = seq_k
     if CAUSAL:
         n_end = tl.minimum(seq_k, (pid_m + 1) * BLOCK_M)
+    if DOT_FP32:  # interpreter + bf16: its tl.dot mishandles bf16 (see labkit.kernels.matmul)
+        q = q.to(tl.float32)
     for start_n in range(0, n_end, BLOCK_N):
         cols = start_n + offs_n
         kv_mask = (cols[:, None] < seq_k) & d_ok
         k = tl.load(k_ptr + bh * stride_kh + cols[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
+        if DOT_FP32:
+            k = k.to(tl.float32)
         s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
         keep = cols[None, :] < seq_k
         if CAUSAL:
@@ -57,7 +61,11 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_q, seq_k, head_dim, scale,
         p = tl.exp(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         v = tl.load(v_ptr + bh * stride_vh + cols[:, None] * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+        if DOT_FP32:  # round p to bf16 as the GPU path does, then multiply in fp32
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32),
+                                                input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
         m_i = m_new
     out = acc / l_i[:, None]
     tl.store(o_ptr + bh * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :],
@@ -97,7 +105,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     attention_kernel[grid](q3, k3, v3, o3, Sq, Sk, D, scale,
                            q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1),
                            v3.stride(0), v3.stride(1), o3.stride(0), o3.stride(1),
-                           BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, CAUSAL=bool(causal), **extra)
+                           BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, CAUSAL=bool(causal),
+                           DOT_FP32=interpreting() and q.dtype == torch.bfloat16, **extra)
     return o
 
 

@@ -8,7 +8,8 @@ multiples.
 
 Traffic (Lab 03's formula, per tile): each program reads (BLOCK_M + BLOCK_N)
 * K elements, so all ceil(M/BM)*ceil(N/BN) programs read about M*N*K*(1/BN +
-1/BM) elements, plus M*N written: for square b x b tiles, 2 n^3 / b + n^2.
+1/BM) elements, plus M*N written: for square b x b tiles, 2 n^3 / b + n^2
+(see ``tiled_traffic_elements``).
 Bigger tiles -> less traffic, until they no longer fit on chip.
 
 Grouped ordering: consecutive program ids walk down GROUP_M rows of tiles
@@ -18,6 +19,15 @@ tiles in L2.
 ``input_precision="ieee"`` is set explicitly in ``tl.dot``: for fp32 inputs a
 GPU would otherwise use TF32 (10-bit mantissa) while the interpreter computes
 in full fp32, and the two would disagree. (It does not affect fp16/bf16.)
+
+Interpreter quirk (triton 3.9): its ``tl.dot`` multiplies bf16 tiles as their
+raw 16-bit integer patterns (numpy has no bf16), giving garbage (reported
+upstream as triton-lang/triton#11584; the interpreter does not support bf16
+dot yet). So under the
+interpreter bf16 tiles are converted to fp32 just before the dot
+(``DOT_FP32``). That changes nothing numerically: a product of two bf16
+numbers (8-bit mantissas) is exact in fp32, and the GPU's bf16 MMA also
+accumulates in fp32; only the summation order may differ.
 """
 from __future__ import annotations
 
@@ -32,7 +42,7 @@ from labkit.kernels.checks import check_same, check_tensor, interpreting
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr):
+                  GROUP_M: tl.constexpr, DOT_FP32: tl.constexpr = False):
     # grouped ordering: program id -> (pid_m, pid_n)
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -53,6 +63,9 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         k_left = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
         b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+        if DOT_FP32:  # interpreter + bf16 only: see module docstring
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision="ieee")
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
@@ -112,7 +125,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torc
     missing = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"} - set(cfg)
     if missing:
         raise ValueError(f"matmul: config is missing {sorted(missing)}")
-    matmul_kernel[(grid_size(M, N, cfg["BLOCK_M"], cfg["BLOCK_N"]),)](*args, **cfg)
+    dot_fp32 = interpreting() and a.dtype == torch.bfloat16
+    matmul_kernel[(grid_size(M, N, cfg["BLOCK_M"], cfg["BLOCK_N"]),)](*args, **cfg, DOT_FP32=dot_fp32)
     return c
 
 
@@ -130,10 +144,15 @@ def program_tile(pid: int, M: int, N: int, block_m: int, block_n: int, group_m: 
     return first_m + (pid % group_size) % rows, (pid % group_size) // rows
 
 
-def tiled_traffic_elements(M: int, N: int, K: int, block_m: int, block_n: int) -> int:
-    """Elements moved between DRAM and chip by the tiled kernel if nothing is cached:
-    each of the ceil(M/BM)*ceil(N/BN) programs reads BM*K of A and K*BN of B
-    (full tiles, masked or not, counted as issued) and writes its BM*BN tile of C.
-    For M=N=K=n, BM=BN=b dividing n: 2*n^3/b + n^2."""
-    tiles = triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
-    return tiles * (block_m * K + K * block_n) + M * N
+def tiled_traffic_elements(M: int, K: int, N: int, block_m: int, block_n: int) -> dict:
+    """Elements each operand moves between memory and chip if nothing is reused across programs.
+
+    Program (i, j) reads rows i*BM.. of A (all K columns) and columns j*BN.. of
+    B, so A is read once per tile column and B once per tile row; masked lanes
+    move nothing: A = M*K*ceil(N/BN), B = K*N*ceil(M/BM), C = M*N (written once).
+    For M=N=K=n and BM=BN=b: 2*n^3/b + n^2 in all -- Lab 03's register-tiling
+    count n^3/v2 + n^3/v1 + n^2 with the Triton tile in the role of the register tile.
+    """
+    a = M * K * triton.cdiv(N, block_n)
+    b = K * N * triton.cdiv(M, block_m)
+    return {"A": a, "B": b, "C": M * N, "total": a + b + M * N}

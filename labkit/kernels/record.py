@@ -11,7 +11,7 @@ Each lane is classified as
 - *active*: mask true and inside the tensor: a real access (``offsets``);
 - *masked*: mask false: no memory is touched (``masked_offsets``, which may
   well lie past the end: that is exactly what the mask is for);
-- *out of bounds*: mask true but outside every argument tensor (``oob_offsets``,
+- *out of bounds*: mask true but outside the tensor the pointer came from (``oob_offsets``,
   relative to the tensor the pointer was computed from). On a GPU that is a
   garbage read or a corrupting write; here the recorder drops those lanes
   (a load yields ``other``/0, a store is skipped) so the host stays intact,
@@ -19,6 +19,15 @@ Each lane is classified as
 
 Offsets are element offsets from the tensor's ``data_ptr`` (for a contiguous
 tensor, the flat index). Only kernel launches made inside the block are seen.
+
+Attribution: pointer arguments are tagged when a launch starts, and the tag
+is carried through the builder's ``create_*`` operations (splat, broadcast,
+addptr, ...), so each load/store knows which argument its pointers came from;
+every lane must stay inside that tensor (an overrun into a neighbouring
+tensor's memory is out of bounds too). Untagged pointers (e.g. a ``tl.where``
+between two arguments) fall back to the argument holding most active lanes.
+Not recorded: block-pointer / tensor-descriptor loads and stores, and atomics
+(no kernel in this lab uses them).
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ import inspect
 from typing import Iterator
 
 import numpy as np
+import triton.language as tl
 
 
 @dataclasses.dataclass
@@ -147,28 +157,37 @@ class AccessRecorder:
         raise KeyError(f"no kernel argument named {tensor!r} was recorded")
 
     # ---- hooks ---------------------------------------------------------
-    def _classify(self, kind: str, ptrs: np.ndarray, mask: np.ndarray, pid: tuple) -> np.ndarray:
-        """Record one call; return the mask with out-of-bounds lanes switched off."""
+    def _classify(self, kind: str, ptrs: np.ndarray, mask: np.ndarray, pid: tuple,
+                  base: str | None = None) -> np.ndarray:
+        """Record one call; return the mask with out-of-bounds lanes switched off.
+
+        ``base``: the kernel argument the pointers were computed from, when known.
+        """
         launch = len(self.launches) - 1
         tensors = list(self.launches[launch].tensors.values()) if launch >= 0 else []
         addr = np.asarray(ptrs, dtype=np.uint64).astype(np.int64).ravel()
         m = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).ravel()
-        best, best_hits = None, -1
-        for t in tensors:  # the tensor holding most lanes; else the nearest one below
-            hits = int(t.contains(addr).sum())
-            if hits > best_hits:
-                best, best_hits = t, hits
-        if best_hits == 0:
+        # The pointer's tensor: its known base argument; else the one holding most
+        # *active* lanes; with none active, most lanes; else the nearest below.
+        best, best_hits = None, 0
+        if base is not None and launch >= 0 and base in self.launches[launch].tensors:
+            best = self.launches[launch].tensors[base]
+        for lanes in ((addr[m], addr) if best is None else ()):
+            for t in tensors:
+                hits = int(t.contains(lanes).sum())
+                if hits > best_hits:
+                    best, best_hits = t, hits
+            if best is not None:
+                break
+        if best is None and tensors:
             below = [t for t in tensors if t.ptr <= addr.min()]
-            best = max(below, key=lambda t: t.ptr) if below else (tensors[0] if tensors else None)
+            best = max(below, key=lambda t: t.ptr) if below else tensors[0]
         if best is None:
             name, off, inside = "?", addr, np.zeros_like(m)
-        else:
+        else:  # lanes must stay inside *this* tensor: running into a neighbour is out of bounds too
             name = best.name
             off = (addr - best.ptr) // best.element_size
-            inside = np.zeros_like(m)
-            for t in tensors:
-                inside |= t.contains(addr)
+            inside = best.contains(addr)
         active = m & inside
         oob = m & ~inside
         self.accesses.append(Access(launch, pid, kind, name, off[active], off[~m], off[oob], int(m.size)))
@@ -203,41 +222,70 @@ def record(on_oob: str = "record") -> Iterator[AccessRecorder]:
     orig_init = I.GridExecutor._init_args_hst
     orig_grid = builder.set_grid_dim
 
+    arg_names: dict[int, str] = {}   # id(host tensor) -> kernel parameter name, for the current launch
+    orig_cvt = I._implicit_cvt
+    TAG = "labkit_base"
+
     def init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
         call = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
         tensors = {}
+        arg_names.clear()
         for name, v in call.items():
             if hasattr(v, "data_ptr") and hasattr(v, "element_size"):
                 tensors[name] = TensorInfo(name, int(v.data_ptr()), int(v.numel()), int(v.element_size()),
                                            tuple(v.shape))
+                arg_names[id(v)] = name
         rec.launches.append(Launch(self.fn.__name__, (), tensors))
         return args_hst, kwargs_hst
+
+    def implicit_cvt(arg):
+        out = orig_cvt(arg)
+        name = arg_names.get(id(arg))
+        if name is not None and hasattr(out, "handle"):
+            out.handle.attr[TAG] = name
+        return out
 
     def set_grid_dim(nx, ny, nz):
         if rec.launches:
             rec.launches[-1].grid = (nx, ny, nz)
         return orig_grid(nx, ny, nz)
 
+    def propagate(method):
+        def wrapped(*args, **kwargs):
+            out = method(*args, **kwargs)
+            if isinstance(out, I.TensorHandle) and isinstance(out.dtype, tl.pointer_type):
+                tags = {a.attr[TAG] for a in (*args, *kwargs.values())
+                        if isinstance(a, I.TensorHandle) and TAG in a.attr}
+                if len(tags) == 1:
+                    out.attr[TAG] = tags.pop()
+            return out
+        return wrapped
+
     def masked_load(ptrs, mask, other, cache_policy, is_volatile):
-        keep = rec._classify("load", ptrs.data, mask.data, tuple(builder.grid_idx))
+        keep = rec._classify("load", ptrs.data, mask.data, tuple(builder.grid_idx), ptrs.attr.get(TAG))
         mask = I.TensorHandle(keep, mask.dtype)
         return I.InterpreterBuilder.create_masked_load(builder, ptrs, mask, other, cache_policy, is_volatile)
 
     def masked_store(ptrs, value, mask, cache_policy):
-        keep = rec._classify("store", ptrs.data, mask.data, tuple(builder.grid_idx))
+        keep = rec._classify("store", ptrs.data, mask.data, tuple(builder.grid_idx), ptrs.attr.get(TAG))
         mask = I.TensorHandle(keep, mask.dtype)
         return I.InterpreterBuilder.create_masked_store(builder, ptrs, value, mask, cache_policy)
 
+    patched = {"set_grid_dim": set_grid_dim, "create_masked_load": masked_load, "create_masked_store": masked_store}
+    for attr in dir(I.InterpreterBuilder):
+        if attr.startswith("create_") and attr not in patched and attr not in ("create_load", "create_store"):
+            patched[attr] = propagate(getattr(builder, attr))
     I.GridExecutor._init_args_hst = init_args_hst
-    builder.set_grid_dim = set_grid_dim
-    builder.create_masked_load = masked_load
-    builder.create_masked_store = masked_store
+    I._implicit_cvt = implicit_cvt
+    for attr, fn in patched.items():
+        setattr(builder, attr, fn)
     _ACTIVE.append(rec)
     try:
         yield rec
     finally:
         I.GridExecutor._init_args_hst = orig_init
-        for attr in ("set_grid_dim", "create_masked_load", "create_masked_store"):
+        I._implicit_cvt = orig_cvt
+        for attr in patched:
             builder.__dict__.pop(attr, None)
         _ACTIVE.pop()

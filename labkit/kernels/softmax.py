@@ -75,3 +75,30 @@ def softmax(x: torch.Tensor, block_size: int | None = None) -> torch.Tensor:
 
 def softmax_reference(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x.float(), dim=-1).to(x.dtype)
+
+
+def online_softmax_trace(row, block: int) -> list[dict]:
+    """Pass 1 of the multi-block kernel, in numpy (float64), one state per block visited.
+
+    Each state: ``block`` (index), ``cols`` (start, stop), ``block_max``,
+    ``m`` (running max after the block), ``scale`` = exp(m_old - m_new) applied
+    to the old sum (0 for the first block, whose old max is -inf), ``s``
+    (running sum of exp(x - m)). The last state's m and s are the row's max and
+    sum(exp(x - max)), so softmax = exp(x - m) / s.
+    """
+    import numpy as np
+
+    x = np.asarray(row, dtype=np.float64).ravel()
+    if x.size == 0:
+        raise ValueError("online_softmax_trace: empty row")
+    check_block("online_softmax_trace", block)
+    m, s, out = -np.inf, 0.0, []
+    for b, start in enumerate(range(0, x.size, block)):
+        xb = x[start:start + block]
+        m_new = max(m, float(xb.max()))
+        scale = float(np.exp(m - m_new))
+        s = s * scale + float(np.exp(xb - m_new).sum())
+        out.append({"block": b, "cols": (start, min(start + block, x.size)), "block_max": float(xb.max()),
+                    "m": m_new, "scale": scale, "s": s})
+        m = m_new
+    return out

@@ -1,0 +1,124 @@
+"""Lab 04 exercises: write the bodies of four Triton kernels.
+
+Each exercise is a ``@triton.jit`` kernel; the Python wrapper below it (already
+complete) checks the inputs, allocates the output, picks the block size and
+launches the grid. Your kernels run in Triton's interpreter on a CPU
+(``import labkit`` sets TRITON_INTERPRET=1) and compile unchanged on a GPU.
+
+Rules of thumb: every program computes its element indices from
+``tl.program_id``; any block that can run past the end of the data needs a
+mask on its loads *and* stores; reductions over masked lanes need a neutral
+``other=`` (0 for sums, -inf for maxima). The graded tests use sizes that are
+not block multiples and record every access: an out-of-bounds lane loses points
+even when the numbers come out right.
+
+Grade: ``python -m labkit.grade --lab 04`` (or ``make grade LAB=04``).
+"""
+import labkit  # noqa: F401  (TRITON_INTERPRET=1 before any kernel is defined)
+
+import torch
+import triton
+import triton.language as tl
+
+from labkit.kernels.checks import check_same, check_tensor
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out[i] = x[i] + y[i] for 0 <= i < n; program p handles i in [p*BLOCK, (p+1)*BLOCK).
+
+    The grid has ceil(n / BLOCK) programs, so the last block may run past n:
+    mask those lanes on the loads and on the store.
+    """
+    raise NotImplementedError("hint: offs = pid * BLOCK + tl.arange(0, BLOCK); mask = offs < n; tl.load/tl.store with mask=mask")
+
+
+def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 16) -> torch.Tensor:
+    """x + y for contiguous tensors of one shape and dtype, via add_kernel (ceil(n/block_size) programs)."""
+    check_tensor("add", "x", x)
+    check_tensor("add", "y", y)
+    check_same("add", x=x, y=y)
+    if x.shape != y.shape:
+        raise ValueError(f"add: x has shape {tuple(x.shape)} but y has {tuple(y.shape)}")
+    out = torch.empty_like(x)
+    n = x.numel()
+    add_kernel[(triton.cdiv(n, block_size),)](x, y, out, n, BLOCK=block_size)
+    return out
+
+
+@triton.jit
+def softmax_kernel(x_ptr, out_ptr, n_cols, stride_row, BLOCK: tl.constexpr):
+    """Row-wise softmax; program r handles row r, whose n_cols values start at x_ptr + r*stride_row.
+
+    BLOCK >= n_cols (a power of two), so one masked block holds the whole row.
+    Be numerically stable: subtract the row maximum before exp (masked lanes
+    must not win the max, nor add to the sum). Compute in fp32 and store in
+    out_ptr's element type (``out_ptr.dtype.element_ty``); out has the same
+    row stride as x.
+    """
+    raise NotImplementedError("hint: load the row with other=float('-inf'), subtract tl.max(x, axis=0), exp, divide by tl.sum, store masked")
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim of a contiguous 2-D tensor, one program per row (softmax_kernel)."""
+    check_tensor("softmax", "x", x, ndim=2)
+    out = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """C = A @ B tile by tile; program (pid_m, pid_n) = (program_id(0), program_id(1)) owns
+    C[pid_m*BLOCK_M : +BLOCK_M, pid_n*BLOCK_N : +BLOCK_N].
+
+    Element (i, j) of A is at a_ptr + i*stride_am + j*stride_ak (same for B, C).
+    Accumulate in an fp32 BLOCK_M x BLOCK_N tile over a k-loop that covers all
+    of K in steps of BLOCK_K (K need not be a multiple of BLOCK_K: mask the
+    tail, with other=0.0), using tl.dot(a, b, acc, input_precision="ieee").
+    Store the tile in c_ptr's element type, masked at the M and N edges.
+    """
+    raise NotImplementedError("hint: acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32); for k0 in range(0, K, BLOCK_K): load masked A and B tiles, acc = tl.dot(a, b, acc, input_precision='ieee')")
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, block: int = 16) -> torch.Tensor:
+    """A (M, K) @ B (K, N) in fp32 or fp16 via matmul_kernel, block x block x block tiles, 2-D grid."""
+    check_tensor("matmul", "a", a, ndim=2, dtypes=(torch.float32, torch.float16), contiguous=False)
+    check_tensor("matmul", "b", b, ndim=2, dtypes=(torch.float32, torch.float16), contiguous=False)
+    check_same("matmul", a=a, b=b)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul: inner dimensions differ: a {tuple(a.shape)}, b {tuple(b.shape)}")
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    grid = (triton.cdiv(M, block), triton.cdiv(N, block))
+    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        c.stride(0), c.stride(1), BLOCK_M=block, BLOCK_N=block, BLOCK_K=block)
+    return c
+
+
+@triton.jit
+def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    """Layer norm of row r = program_id(0) of a contiguous (rows, n_cols) x; BLOCK >= n_cols.
+
+    y = (x - mean) / sqrt(var + eps) * w + b, with mean and the biased variance
+    (divide by n_cols) over the row's n_cols real values, all in fp32; masked
+    lanes must not count. Store y in y_ptr's element type.
+    """
+    raise NotImplementedError("hint: load with other=0.0, mean = tl.sum(x, axis=0) / n_cols, zero the masked lanes of x - mean with tl.where before the variance")
+
+
+def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Layer norm over the last dim of contiguous x with (N,) weight and bias, via layernorm_kernel."""
+    check_tensor("layernorm", "x", x)
+    check_tensor("layernorm", "weight", weight, ndim=1)
+    check_tensor("layernorm", "bias", bias, ndim=1)
+    check_same("layernorm", x=x, weight=weight, bias=bias)
+    N = x.shape[-1]
+    if weight.shape != (N,) or bias.shape != (N,):
+        raise ValueError(f"layernorm: weight and bias must have shape ({N},)")
+    y = torch.empty_like(x)
+    layernorm_kernel[(x.numel() // N,)](x, weight, bias, y, N, float(eps), BLOCK=triton.next_power_of_2(N))
+    return y

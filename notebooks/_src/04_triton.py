@@ -1,0 +1,409 @@
+# %% [markdown]
+# # Lab 04 — Triton kernels: programs, blocks, masks, fusion
+#
+# **Learning objectives.** After this lab you can
+# 1. read and write a Triton kernel: program ids, blocks of lanes, masks, pointer arithmetic;
+# 2. explain, with byte counts, why a fused kernel beats a chain of PyTorch ops on a memory-bound
+#    problem (Lab 01's roofline: intensity = FLOPs / bytes);
+# 3. write a numerically stable fused softmax, including rows longer than one block (online softmax);
+# 4. tile a matmul with a k-loop and predict its memory traffic with Lab 03's formulas;
+# 5. follow layer norm and fused (Flash) attention, and check each kernel against PyTorch;
+# 6. *see* what every program instance loads and stores with the access recorder.
+#
+# **How this runs.** On a machine without a GPU, `import labkit` sets `TRITON_INTERPRET=1`: the very
+# same `@triton.jit` kernels run in Triton's interpreter on CPU tensors (numpy under the hood), one
+# program instance after another. That is slow, so problems here are small, but it lets us record
+# every memory access. On a GPU the kernels compile, and the timing cells at the end show real speeds.
+
+# %%
+import inspect
+
+import numpy as np
+import torch
+
+import labkit
+from labkit.kernels import (add, attention, attention_reference, layernorm, layernorm_reference, matmul,
+                            record, softmax)
+from labkit.kernels import add_kernel
+from labkit.kernels.checks import interpreting
+from labkit.kernels.matmul import program_tile, tiled_traffic_elements
+from labkit.viz import kernels as V
+from labkit.viz.player import figure_to_html, player
+from IPython.display import HTML, display
+
+GPU = torch.cuda.is_available()
+DEV = "cuda" if GPU else "cpu"
+print("Triton interpreter mode:", interpreting())
+
+
+def rnd(*shape, seed=0, dtype=torch.float32):
+    """Seeded normal samples on the kernels' device."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype).to(DEV)
+
+# %% [markdown]
+# ## 1. The programming model, from vector add
+#
+# A Triton kernel is written for **one program instance**. We launch a *grid* of them; each asks
+# `tl.program_id(0)` which one it is and works on a **block** of `BLOCK` elements at once (a vector
+# of lanes, not a loop). Here program `p` owns elements `p*BLOCK … p*BLOCK+BLOCK-1`:
+
+# %%
+print(inspect.getsource(add_kernel.fn))
+
+# %% [markdown]
+# Three ideas in six lines:
+# - **Pointer arithmetic.** `x_ptr` is the address of `x[0]`; `x_ptr + offs` is a whole block of
+#   addresses (element size is applied for us: `+1` means the next float, 4 bytes on).
+# - **Grid.** For `n` elements we launch `ceil(n / BLOCK)` programs.
+# - **Masks.** When `n` is not a multiple of `BLOCK`, the last program's block runs past the end;
+#   `mask = offs < n` switches those lanes off for the loads *and* the store. The number of idle
+#   lanes is `ceil(n/BLOCK)·BLOCK − n`.
+#
+# The **access recorder** (`labkit.kernels.record`) hooks the interpreter's load and store and
+# notes, for every program, which elements each lane touched, which lanes the mask switched off,
+# and any lane that would have gone out of bounds.
+
+# %%
+n, BLOCK = 37, 16
+x, y = rnd(n), rnd(n, seed=1)
+with record() as rec:
+    out = add(x, y, block_size=BLOCK)
+grid = -(-n // BLOCK)
+print("matches torch exactly:", torch.equal(out, x + y))
+print(f"grid = ceil({n}/{BLOCK}) = {grid} programs; recorded grid {rec.launches[0].grid}")
+print(f"idle lanes: formula {grid}*{BLOCK} - {n} = {grid * BLOCK - n}; recorded masked store lanes = "
+      f"{rec.n_masked('store', 'out_ptr')}; out-of-bounds accesses: {len(rec.out_of_bounds)}")
+print(rec.summary())
+print("program that wrote each element of out:", rec.owner("out_ptr").tolist())
+
+# %% [markdown]
+# Pointer arithmetic, concretely: program 2's lanes hold the addresses `x_ptr + offs`, i.e.
+# `x.data_ptr() + 4·offs` bytes for float32. The recorder maps each address back to an element:
+
+# %%
+a2 = rec.select("load", "x_ptr", pid=2)[0]
+print("program 2, active lanes -> elements", a2.offsets.tolist(), "-> byte offsets", (4 * a2.offsets).tolist())
+print("program 2, masked lanes -> would-be elements", a2.masked_offsets.tolist())
+
+# %% [markdown]
+# The picture: left, the output coloured by the program that wrote it (rows of 16 = one block);
+# right, the chosen program's loads from `x` — dark blue — with the masked-off lanes past the end
+# in orange. Frame 0 is shown first; Play steps through the programs.
+
+# %%
+display(HTML(figure_to_html(V.kernel_frame(rec, 2, "out_ptr", ("x_ptr", "y_ptr"), width=BLOCK))))
+player(lambda i: V.kernel_frame(rec, i, "out_ptr", ("x_ptr", "y_ptr"), width=BLOCK), V.n_programs(rec),
+       description="program")
+
+# %% [markdown]
+# Try other sizes: pick `n` and `BLOCK`; the figure shows the last program (the one that needs the mask).
+
+# %%
+import ipywidgets as W
+from labkit.viz.player import controlled
+
+
+def add_view(n, block):
+    with record() as r_:
+        add(rnd(n), rnd(n, seed=1), block_size=block)
+    return V.kernel_frame(r_, V.n_programs(r_) - 1, "out_ptr", ("x_ptr",), width=block)
+
+
+controlled(add_view, n=W.IntSlider(value=37, min=1, max=100, description="n"),
+           block=W.Dropdown(options=[4, 8, 16, 32], value=16, description="BLOCK"))
+
+# %% [markdown]
+# **What if we forget the mask?** On a GPU the last program would read garbage past the end of
+# `x` and `y` and write past the end of `out` (possibly over another tensor) — often silently. The
+# recorder catches it: it flags the lanes and drops them, so even a buggy kernel cannot damage memory
+# here. The graded exercises use exactly this check.
+
+# %%
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_no_mask(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
+
+
+if interpreting():
+    with record() as bad:
+        add_no_mask[(grid,)](x, y, torch.empty_like(x), n, BLOCK=BLOCK)
+    for a in bad.out_of_bounds:
+        print(f"program {a.pid[0]} {a.kind}s {a.tensor} at element offsets {a.oob_offsets.min()}..{a.oob_offsets.max()}"
+              f" (the tensor has {n})")
+    display(HTML(figure_to_html(V.kernel_frame(bad, 2, "out_ptr", ("x_ptr",), width=BLOCK))))
+else:
+    print("(on a GPU the recorder is unavailable: it needs the interpreter)")
+
+# %% [markdown]
+# ## 2. Why fusion wins: count the bytes
+#
+# Lab 01's roofline: a kernel needs at least `max(FLOPs / peak FLOP/s, bytes / bandwidth)`.
+# Its **arithmetic intensity** `I = FLOPs / bytes` says which term wins; below the ridge point
+# (peak FLOP/s ÷ bandwidth, ≈ 295 FLOP/byte for an H100's bf16 tensor cores, ≈ 20 for its fp32 cores)
+# the kernel is memory-bound and its time is proportional to the bytes it moves.
+#
+# Softmax of an M×N fp32 matrix does about 5 FLOPs per element (max, subtract, exp, sum, divide).
+# - **Fused** (one kernel, row held on chip): read x once, write y once: `2·M·N·4` bytes.
+# - **Unfused** in PyTorch ops (`m = x.max(1)`; `z = x − m`; `e = z.exp()`; `s = e.sum(1)`; `y = e / s`):
+#   every op reads its inputs from memory and writes its result back: `x` read twice (max, subtract),
+#   `z` written and read, `e` written and read twice (sum, divide), `y` written: `8·M·N·4` bytes
+#   (ignoring the M-element row vectors).
+#
+# Both are far below any ridge point (I = 5/8 and 5/32 FLOP/byte), so fusion should be worth about
+# 8/2 = 4× in time. (Lab 01's cost model, `labkit.roofline.model.softmax`, uses the same counts.)
+# The recorder counts the fused kernel's bytes exactly:
+
+# %%
+M, N = 6, 40
+xs = rnd(M, N)
+with record() as rec_sm:
+    softmax(xs, block_size=64)                      # the whole row fits one block
+moved = 4 * (sum(a.offsets.size for a in rec_sm.accesses))
+print(f"fused softmax {M}x{N}: recorded bytes moved = {moved}; formula 2*M*N*4 = {2 * M * N * 4}")
+print(f"unfused formula 8*M*N*4 = {8 * M * N * 4}  -> expected memory-bound speedup {8 * M * N * 4 / moved:.1f}x")
+print(f"intensity fused = 5*M*N / bytes = {5 * M * N / moved:.3f} FLOP/byte; unfused = {5 / 32:.3f} FLOP/byte")
+
+# %% [markdown]
+# Measured on this machine (CPU, PyTorch's own kernels): the fused `torch.softmax` against the
+# op-by-op chain. Expect a clear speedup but not exactly 4×: a CPU is not purely memory-bound here
+# (the separate ops are not equally well vectorised or threaded, and caches keep part of a 16 MB
+# matrix between ops). On a GPU the memory-bound picture holds much better; the last section
+# measures our Triton kernel there.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from labkit.bench import median_time
+
+xb = torch.randn(2048, 2048)
+
+
+def unfused(x):
+    m = x.max(dim=1, keepdim=True).values
+    e = (x - m).exp()
+    return e / e.sum(dim=1, keepdim=True)
+
+
+torch.testing.assert_close(unfused(xb), torch.softmax(xb, 1))
+t_unf, t_fused = median_time(lambda: unfused(xb), repeat=5), median_time(lambda: torch.softmax(xb, 1), repeat=5)
+print(f"2048x2048 fp32 on CPU: unfused {t_unf * 1e3:.1f} ms, fused {t_fused * 1e3:.1f} ms, "
+      f"speedup {t_unf / t_fused:.1f}x (byte ratio 4x)")
+
+# %% [markdown]
+# ## 3. Fused softmax, for rows of any length
+#
+# One program per row. If the row fits in one block (`BLOCK ≥ N`, rounded up to a power of two) the
+# kernel loads it once with `other=-inf` in the masked lanes (so they never win the max and add
+# `exp(-inf) = 0` to the sum), subtracts the row max (so `exp` never overflows), and divides.
+#
+# Longer rows are walked in blocks. Pass 1 keeps a running max `m` and a running sum `s` of
+# `exp(x − m)`; when a block raises the max from `m` to `m'`, the old sum is rescaled by
+# `exp(m − m')`. Pass 2 writes `exp(x − m) / s`. That costs one extra read of the row: 3·M·N
+# elements instead of 2·M·N. The recorder confirms both counts, and the two paths agree.
+
+# %%
+x2 = rnd(3, 50) * 4
+with record() as r1:
+    y1 = softmax(x2, block_size=64)   # one block per row
+with record() as r2:
+    y2 = softmax(x2, block_size=16)   # 4 blocks per row: online softmax
+print("one block : loads per element", np.unique(r1.counts("x_ptr", "load")).tolist(),
+      "| bytes", 4 * sum(a.offsets.size for a in r1.accesses), "= 2*M*N*4 =", 2 * 3 * 50 * 4)
+print("4 blocks  : loads per element", np.unique(r2.counts("x_ptr", "load")).tolist(),
+      "| bytes", 4 * sum(a.offsets.size for a in r2.accesses), "= 3*M*N*4 =", 3 * 3 * 50 * 4)
+# fp32, same operations as torch up to summation order: agreement to ~1e-6 relative
+print("paths agree:", torch.allclose(y1, y2, rtol=1e-6, atol=1e-7),
+      "| match torch.softmax:", torch.allclose(y2, torch.softmax(x2, 1), rtol=1e-6, atol=1e-7))
+big = rnd(2, 30) * 1000                 # exp(1000) = inf in fp32; the max subtraction avoids it
+print("huge inputs -> all finite:", bool(torch.isfinite(softmax(big, block_size=16)).all()),
+      "| naive exp overflows:", bool(torch.isinf(big.exp()).any()))
+
+# %% [markdown]
+# Pass 1 step by step for row 0 (`online_softmax_trace` replays it in float64): whenever a block
+# raises the running max, the sum so far is multiplied by `exp(m_old − m_new) < 1`; at the end
+# `m` is the row max and `s = Σ exp(x − m)`, and `exp(x − m)/s` is exactly what the kernel wrote.
+
+# %%
+from labkit.kernels.softmax import online_softmax_trace
+
+row0 = x2[0].cpu().numpy()
+trace = online_softmax_trace(row0, 16)
+for t_ in trace:
+    print(f"block {t_['block']} cols {t_['cols']}: block max {t_['block_max']:7.3f} -> m {t_['m']:7.3f}, "
+          f"old sum scaled by {t_['scale']:.4f}, s = {t_['s']:.4f}")
+print("final m == row max:", trace[-1]["m"] == float(row0.astype(np.float64).max()),
+      "| kernel output == exp(x - m)/s:",
+      np.allclose(y2[0].cpu().numpy(), np.exp(row0.astype(np.float64) - trace[-1]["m"]) / trace[-1]["s"], rtol=1e-6))
+display(HTML(figure_to_html(V.online_softmax_frame(row0, trace, 0))))
+player(lambda i: V.online_softmax_frame(row0, trace, i), len(trace), description="block")
+
+# %% [markdown]
+# Each program owns one row (left) and reads only that row (right), in four 16-column blocks, twice.
+# (The last block's 14 masked lanes would lie past the row's end; in a 2-D picture they would land
+# on the next row, so they are not drawn.)
+
+# %%
+display(HTML(figure_to_html(V.kernel_frame(r2, 1, "out_ptr", ("x_ptr",)))))
+player(lambda i: V.kernel_frame(r2, i, "out_ptr", ("x_ptr",)), V.n_programs(r2), description="row")
+
+# %% [markdown]
+# ## 4. Tiled matmul: a k-loop over tiles, and its traffic
+#
+# Program `(pid_m, pid_n)` owns a `BLOCK_M × BLOCK_N` tile of C. It loops over K in steps of
+# `BLOCK_K`, loading an A tile and a B tile each step and accumulating `tl.dot` into an **fp32**
+# accumulator (also for fp16/bf16 inputs), masking the edges so M, N, K can be anything.
+# `input_precision="ieee"` is set explicitly: for fp32 inputs a GPU would otherwise use TF32 and
+# disagree with the interpreter.
+#
+# **Traffic.** Each program reads `BLOCK_M·K` elements of A and `K·BLOCK_N` of B; nothing is
+# reused between programs (ignoring L2). So A is read `ceil(N/BN)` times and B `ceil(M/BM)` times:
+# for square n and b×b tiles, `2n³/b + n²` elements in all — Lab 03's register-tiling count
+# `n³/v2 + n³/v1 + n²`, with the Triton tile playing the register tile. Bigger tiles, less traffic.
+
+# %%
+for (Mm, Kk, Nn, bm, bn) in [(32, 32, 32, 16, 16), (64, 64, 64, 16, 16), (64, 64, 64, 32, 32), (37, 29, 45, 16, 32)]:
+    a, b = rnd(Mm, Kk), rnd(Kk, Nn, seed=1)
+    with record() as rm:
+        c = matmul(a, b, config={"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 16, "GROUP_M": 2})
+    got = sum(x_.offsets.size for x_ in rm.accesses)
+    f = tiled_traffic_elements(Mm, Kk, Nn, bm, bn)
+    sq = f"; 2n^3/b+n^2 = {2 * Mm**3 // bm + Mm**2}" if Mm == Kk == Nn and bm == bn else ""
+    ok = torch.allclose(c, a @ b, rtol=1e-5, atol=1e-5)   # fp32, differs from torch only in summation order
+    print(f"M,K,N={Mm},{Kk},{Nn} tiles {bm}x{bn}: recorded {got:6d} elements, formula {f['total']:6d}{sq}; "
+          f"matches torch: {ok}, out of bounds: {len(rm.out_of_bounds)}")
+
+# %% [markdown]
+# **Grouped program order.** Programs run in waves; tiles that run at the same time should share
+# A rows and B columns so those come from L2, not DRAM. Row-major order (`GROUP_M = 1`) walks along
+# one row of tiles; grouped order walks down `GROUP_M` rows before moving right. For an 8×8 grid of
+# tiles and a wave of 8 programs, count the distinct A row-strips + B column-strips the wave reads
+# (fewest when the wave covers a square-ish block of tiles):
+
+# %%
+for g in (1, 2, 4, 8):
+    wave = [program_tile(p, 8 * 16, 8 * 16, 16, 16, g) for p in range(8)]
+    strips = len({m for m, _ in wave}) + len({n_ for _, n_ in wave})
+    print(f"GROUP_M={g}: first wave computes tiles {wave[:4]}...; distinct strips loaded = {strips}")
+
+# %% [markdown]
+# The visualiser for one program of a 40×24 = (40×18)·(18×24) matmul with 16×16 tiles: its C tile,
+# the A rows and B columns it loads, and the masked-off lanes of the edge tiles.
+
+# %%
+with record() as rmv:
+    matmul(rnd(40, 18), rnd(18, 24, seed=1), config={"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2})
+display(HTML(figure_to_html(V.kernel_frame(rmv, 0, "c_ptr", ("a_ptr", "b_ptr")))))
+player(lambda i: V.kernel_frame(rmv, i, "c_ptr", ("a_ptr", "b_ptr")), V.n_programs(rmv), description="program")
+
+# %% [markdown]
+# ## 5. Layer norm
+#
+# One program per row: pass 1 sums x for the mean, pass 2 sums `(x − mean)²` (masked lanes set to 0
+# first, or they would add `mean²` each), pass 3 writes `(x − mean)·rstd·w + b`. With a block shorter
+# than the row, x is read three times; the per-row `mean` and `rstd` are saved for a backward pass.
+
+# %%
+xl, wl, bl = rnd(4, 50) * 2 + 1, rnd(50, seed=1), rnd(50, seed=2)
+with record() as rl:
+    yl, mean, rstd = layernorm(xl, wl, bl, eps=1e-5, block_size=16, return_stats=True)
+print("matches F.layer_norm:", torch.allclose(yl, layernorm_reference(xl, wl, bl), rtol=1e-5, atol=1e-5),
+      "| x loads per element:", np.unique(rl.counts("x_ptr", "load")).tolist(),
+      "| saved mean matches x.mean:", torch.allclose(mean, xl.mean(1), rtol=1e-6, atol=1e-6))
+
+# %% [markdown]
+# The backward pass (`layernorm_backward`, also wired into autograd as `LayerNormFunction`) uses
+# `dx = rstd·(g − mean(g) − x̂·mean(g·x̂))` with `g = dy·w`, `x̂ = (x − mean)·rstd`, and sums the
+# per-row `dy·x̂` and `dy` down the rows in a second kernel for `dw` and `db`. It agrees with autograd:
+
+# %%
+from labkit.kernels import LayerNormFunction
+
+xg_, wg_, bg_ = (t.clone().requires_grad_() for t in (xl, wl, bl))
+LayerNormFunction.apply(xg_, wg_, bg_, 1e-5).sum().backward()
+xr_, wr_, br_ = (t.clone().requires_grad_() for t in (xl, wl, bl))
+torch.nn.functional.layer_norm(xr_, (50,), wr_, br_, 1e-5).sum().backward()
+print("dx, dw, db match autograd:", [torch.allclose(a_.grad, b_.grad, rtol=1e-5, atol=1e-5)
+                                     for a_, b_ in ((xg_, xr_), (wg_, wr_), (bg_, br_))])
+
+# %% [markdown]
+# ## 6. Fused attention (FlashAttention forward)
+#
+# `softmax(Q Kᵀ/√d) V` materialises an S×S score matrix if done op by op. The fused kernel keeps a
+# tile of Q rows on chip and streams K and V in blocks, keeping per row a running max `m`, a running
+# denominator `l` and an output accumulator — the online softmax of section 3, with `exp(m − m')`
+# rescaling the accumulator as well. Memory: no S×S matrix at all. Traffic per (batch, head): Q read
+# and O written once, K and V read once per Q tile: `2·S·D + 2·S·D·ceil(S/BLOCK_M)` elements; with
+# causal masking, Q tile `i` only needs keys up to the end of its own rows. Op by op, the S×S scores
+# are written and read back, and so are the S×S probabilities: `4·S² + 4·S·D` elements. The fused
+# kernel's traffic grows like `2·S²·D/BLOCK_M`, so it wins once `BLOCK_M > D/2`, and always wins on
+# memory footprint (O(S·D) instead of O(S²)).
+
+# %%
+B, H, S, D, BM = 1, 2, 40, 16, 16
+q, k, v = rnd(B, H, S, D), rnd(B, H, S, D, seed=1), rnd(B, H, S, D, seed=2)
+for causal in (False, True):
+    with record() as ra:
+        o = attention(q, k, v, causal=causal, block_m=BM, block_n=BM)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    kv = sum(a.offsets.size for a in ra.select("load", "k_ptr")) + sum(a.offsets.size for a in ra.select("load", "v_ptr"))
+    total = sum(a.offsets.size for a in ra.accesses)
+    tiles = -(-S // BM)
+    want = 2 * B * H * D * (sum(min(S, (i + 1) * BM) for i in range(tiles)) if causal else S * tiles)
+    print(f"causal={causal!s:5}: matches SDPA: {torch.allclose(o, sdpa, rtol=1e-5, atol=1e-5)}; "
+          f"K+V elements loaded {kv} (formula {want}); all traffic {total} "
+          f"(formula {want + 2 * B * H * S * D}); op by op: {B * H * (4 * S * S + 4 * S * D)}")
+
+# %% [markdown]
+# The last (causal) run, drawn: grid axis 0 is the Q tile, axis 1 the (batch, head); rows of the
+# pictures are the B·H·S positions, columns the head dimension. Q tile 0 loads only keys 0–15,
+# tile 2 loads them all.
+
+# %%
+display(HTML(figure_to_html(V.kernel_frame(ra, 0, "o_ptr", ("q_ptr", "k_ptr", "v_ptr")))))
+player(lambda i: V.kernel_frame(ra, i, "o_ptr", ("q_ptr", "k_ptr", "v_ptr")), V.n_programs(ra), description="program")
+
+# %% [markdown]
+# ## 7. On a GPU: real timings
+#
+# `benchmarks/kernels.py` measures softmax (GB/s vs `torch.softmax`), matmul (TFLOP/s vs cuBLAS,
+# fp16 and bf16) and attention (vs `F.scaled_dot_product_attention`), as ratios and as % of the
+# device's peak, and writes `benchmarks/results/kernels.md`. This cell runs a short version when a
+# GPU is present.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+if GPU:
+    from triton.testing import do_bench
+
+    for Nc in (1024, 4096):
+        xg = torch.randn(4096, Nc, device="cuda")
+        t_o, t_t = do_bench(lambda: softmax(xg), quantiles=[0.5]), do_bench(lambda: torch.softmax(xg, -1), quantiles=[0.5])
+        print(f"softmax 4096x{Nc}: ours {2 * xg.numel() * 4 / t_o / 1e6:.0f} GB/s, torch "
+              f"{2 * xg.numel() * 4 / t_t / 1e6:.0f} GB/s, ratio {t_t / t_o:.2f}")
+    ag = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    t_o, t_t = do_bench(lambda: matmul(ag, ag), quantiles=[0.5]), do_bench(lambda: ag @ ag, quantiles=[0.5])
+    print(f"matmul 4096^3 bf16: ours {2 * 4096**3 / t_o / 1e9:.0f} TFLOP/s, cuBLAS {2 * 4096**3 / t_t / 1e9:.0f}, "
+          f"ratio {t_t / t_o:.2f}")
+else:
+    print("No GPU here: this cell would print softmax GB/s and matmul TFLOP/s next to torch's, "
+          "measured with triton.testing.do_bench. Run `python benchmarks/kernels.py` on a GPU.")
+
+# %% [markdown]
+# ## Summary
+#
+# - A Triton program works on a block of lanes; `program_id`, `tl.arange` and pointer arithmetic
+#   give each lane its address, and a mask guards every lane that may fall off the end.
+# - Memory-bound kernels are timed by bytes moved: fusing softmax moves 2·M·N elements instead of
+#   ~8·M·N; rows longer than a block cost one extra read with the online softmax.
+# - A tiled matmul moves `2n³/b + n²` elements (Lab 03's formula), which the recorder counts exactly;
+#   grouped ordering makes concurrent programs share strips in L2.
+# - FlashAttention is the online softmax applied to attention: no S×S matrix, K/V streamed per Q tile.
+#
+# **Exercises** (`exercises/lab04_triton.py`): write the bodies of `add_kernel`, `softmax_kernel`,
+# `matmul_kernel` (the k-loop) and `layernorm_kernel`. The wrappers are given. Grade with
+# `python -m labkit.grade --lab 04` (or `make grade LAB=04`): tests use sizes that are not block
+# multiples and fail any out-of-bounds access the recorder sees.

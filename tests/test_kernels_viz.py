@@ -1,0 +1,68 @@
+"""The access visualiser's pure functions (labkit.viz.kernels) on recorded interpreter runs."""
+import labkit  # noqa: F401
+
+import numpy as np
+import pytest
+import torch
+
+from labkit.kernels import add, matmul, record
+from labkit.kernels.checks import interpreting
+from labkit.viz import kernels as V
+
+pytestmark = pytest.mark.skipif(not interpreting(), reason="the access recorder needs TRITON_INTERPRET=1")
+
+
+@pytest.fixture(scope="module")
+def add_rec():
+    with record() as rec:
+        add(torch.ones(21), torch.ones(21), block_size=8)
+    return rec
+
+
+def test_access_map_add(add_rec):
+    m = V.access_map(add_rec, "x_ptr", 2, "load", width=8, pad_rows=1)
+    assert m.shape == (4, 8)
+    assert (m[:2] == V.OTHER).all()                       # rows 0, 1 belong to programs 0, 1
+    assert (m[2, :5] == V.THIS).all()                     # program 2: elements 16..20
+    assert (m[2, 5:] == V.MASKED).all()                   # lanes 21..23 masked off
+    assert (m[3] == V.UNTOUCHED).all() and not (m == V.OOB).any()
+    m0 = V.access_map(add_rec, "x_ptr", 0, "load", width=8)
+    assert (m0[0] == V.THIS).all() and (m0[2, :5] == V.OTHER).all()
+
+
+def test_owner_map_and_pid_tuple(add_rec):
+    own = V.owner_map(add_rec, "out_ptr", width=8)
+    assert np.array_equal(own.ravel()[:21], np.arange(21) // 8)
+    assert (own.ravel()[21:] == -1).all()
+    assert V.pid_tuple(add_rec, 0, 2) == (2, 0, 0) and V.n_programs(add_rec) == 3
+
+
+def test_matmul_frame_shows_one_tile_and_its_panels():
+    M, K, N, bs = 20, 18, 24, 16
+    with record() as rec:
+        matmul(torch.ones(M, K), torch.ones(K, N), config={"BLOCK_M": bs, "BLOCK_N": bs, "BLOCK_K": bs, "GROUP_M": 2})
+    a = V.access_map(rec, "a_ptr", 1, "load")
+    # program 1 (grouped order) computes tile row 1: it reads A rows 16..19, all K columns
+    assert (a[16:] == V.THIS).all() and not (a[:16] == V.THIS).any()
+    fig = V.kernel_frame(rec, 1, "c_ptr", ("a_ptr", "b_ptr"))
+    assert len(fig.axes) == 3
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+
+
+def test_frame_marks_out_of_bounds():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_no_mask(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+    x, out = torch.ones(10), torch.zeros(10)
+    with record() as rec:
+        copy_no_mask[(2,)](x, out, BLOCK=8)
+    m = V.access_map(rec, "x_ptr", 1, "load", width=8, pad_rows=0)
+    assert (m.ravel()[10:16] == V.OOB).all() and (m.ravel()[8:10] == V.THIS).all()
+    html = __import__("labkit.viz.player", fromlist=["as_html"]).as_html(V.kernel_frame(rec, 1, "out_ptr", ("x_ptr",), width=8))
+    assert html.startswith("<img")
