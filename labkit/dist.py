@@ -96,8 +96,8 @@ def _send(conn, payload: tuple) -> None:
     try:
         data = pickle.dumps(payload)
     except Exception as e:  # an unpicklable return value
-        data = pickle.dumps(("err", time.time(), type(e).__name__,
-                             f"the return value of fn could not be pickled: {e}", traceback.format_exc(), payload[-1]))
+        message = f"the return value of fn could not be pickled ({type(e).__name__}: {e}); return plain data or tensors"
+        data = pickle.dumps(("err", time.time(), "PicklingError", message, "", payload[-1]))
     conn.send_bytes(data)
 
 
