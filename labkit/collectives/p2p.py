@@ -28,7 +28,7 @@ _RECORDERS: list[list] = []
 class Event:
     """One recorded transfer seen by the calling rank.
 
-    step: the rank's round index (0-based); op: "send" or "recv"; peer: the
+    step: index (0-based) of the `exchange` call within the ``recording()`` block; op: "send" or "recv"; peer: the
     other rank; data_ptr: address of the first element sent/received into;
     numel: elements moved.
     """
@@ -44,11 +44,12 @@ class Event:
 def recording():
     """Collect the `Event`s of every `exchange` made inside the ``with`` block (a list)."""
     events: list[Event] = []
-    _RECORDERS.append(events)
+    entry = [events, 0]  # the list and the number of exchange calls seen so far
+    _RECORDERS.append(entry)
     try:
         yield events
     finally:
-        _RECORDERS.remove(events)
+        _RECORDERS.remove(entry)
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -63,7 +64,6 @@ def exchange(stats: CommStats, send: torch.Tensor | None = None, dst: int | None
     (both sides know the sizes, so they agree). ``send`` and ``recv`` must be
     contiguous. Counts bytes, messages and one step in ``stats``.
     """
-    step = stats.steps
     requests = []
     if send is not None and send.numel() > 0:
         if not send.is_contiguous():
@@ -71,18 +71,20 @@ def exchange(stats: CommStats, send: torch.Tensor | None = None, dst: int | None
         requests.append(dist.isend(send, dst))
         stats.bytes_sent += _nbytes(send)
         stats.messages += 1
-        for rec in _RECORDERS:
-            rec.append(Event(step, "send", dst, send.data_ptr(), send.numel()))
+        for events, step in _RECORDERS:
+            events.append(Event(step, "send", dst, send.data_ptr(), send.numel()))
     if recv is not None and recv.numel() > 0:
         if not recv.is_contiguous():
             raise ValueError("exchange: recv tensor must be contiguous")
         requests.append(dist.irecv(recv, src))
         stats.bytes_received += _nbytes(recv)
-        for rec in _RECORDERS:
-            rec.append(Event(step, "recv", src, recv.data_ptr(), recv.numel()))
+        for events, step in _RECORDERS:
+            events.append(Event(step, "recv", src, recv.data_ptr(), recv.numel()))
     for req in requests:
         req.wait()
     stats.steps += 1
+    for entry in _RECORDERS:
+        entry[1] += 1
 
 
 def group_info(where: str) -> tuple[int, int]:

@@ -1,6 +1,7 @@
 """Lab 08: pipeline parallelism.
 
-- `schedules`: `Action`, `schedule(kind, p, m, v)`, `check_schedule` (names the first violated dependency)
+- `schedules`: `Action`, `schedule(kind, p, m, v)` for gpipe / 1f1b / interleaved_1f1b / interleaved_zb,
+  `check_schedule` (names the first violated dependency)
 - `simulate`: event-driven timing -> makespan, bubble fraction, activation memory in flight
 - `async_sim`: PipeDream / PipeDream-2BW weight versions (asynchronous schedules)
 - `executor`: runs any valid schedule on real gloo ranks for an MLP split into stages

@@ -8,7 +8,8 @@ backward) or, for split-backward schedules, ``"I"`` (input gradient) and
 ``"W"`` (weight gradient).
 
 ``schedule(kind, num_ranks, num_microbatches, virtual_stages=1)`` builds
-``"gpipe"``, ``"1f1b"`` and ``"interleaved_1f1b"`` in the order PyTorch's
+``"gpipe"``, ``"1f1b"``, ``"interleaved_1f1b"`` and the zero-bubble
+``"interleaved_zb"`` (backward split into I and W) in the order PyTorch's
 ``torch.distributed.pipelining`` runs them (tests/test_pipeline_torch.py
 checks action for action), and refuses the combinations PyTorch refuses.
 
@@ -22,7 +23,7 @@ from typing import NamedTuple
 __all__ = ["Action", "ScheduleError", "schedule", "check_schedule", "is_valid",
            "dependencies", "num_stages_of", "num_microbatches_of", "KINDS"]
 
-KINDS = ("gpipe", "1f1b", "interleaved_1f1b")
+KINDS = ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zb")
 
 
 class Action(NamedTuple):
@@ -53,8 +54,10 @@ def schedule(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: i
     ``num_ranks`` ranks (p), ``num_microbatches`` microbatches (m),
     ``virtual_stages`` stages per rank (v; the pipeline has p*v stages).
     Restrictions mirror PyTorch's: "gpipe" and "1f1b" take v = 1; "1f1b" needs
-    m >= p; "interleaved_1f1b" needs m to be a multiple of its number of rounds
-    max(1, m // p).
+    m >= p; "interleaved_1f1b" and "interleaved_zb" (PyTorch's
+    ScheduleInterleavedZeroBubble: B split into I, the input gradient, and W,
+    the weight gradient, W deferred to fill bubbles) need m to be a multiple of
+    their number of rounds max(1, m // p).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown schedule kind {kind!r}; expected one of {KINDS}")
@@ -73,7 +76,7 @@ def schedule(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: i
             raise ValueError(f"1f1b needs num_microbatches >= num_ranks (as PyTorch's Schedule1F1B), "
                              f"got {m} microbatches for {p} ranks")
         return {r: _one_f_one_b(r, p, m) for r in range(p)}
-    return {r: _interleaved(r, p, m, v) for r in range(p)}
+    return {r: _interleaved(r, p, m, v, zero_bubble=(kind == "interleaved_zb")) for r in range(p)}
 
 
 def _one_f_one_b(r: int, p: int, m: int) -> list[Action]:
@@ -89,21 +92,28 @@ def _one_f_one_b(r: int, p: int, m: int) -> list[Action]:
     return ops
 
 
-def _interleaved(r: int, p: int, m: int, v: int) -> list[Action]:
+def _interleaved(r: int, p: int, m: int, v: int, zero_bubble: bool = False) -> list[Action]:
     """Depth-first interleaved 1F1B (Narayanan et al. 2021) in PyTorch's flexible-microbatch form.
 
     Microbatches go through a rank's local stages in rounds of ``per_round``
     microbatches; warm-up runs (v-1)*per_round + 2*(p-1-r) forwards (capped at
     all m*v), then one forward + one backward per step, then the leftover
     backwards. Backward visits local stages last-to-first.
+
+    zero_bubble: warm-up is (v-1)*per_round + (p-1-r) forwards; each backward is
+    an I (input gradient, what the previous stage waits for) and the matching
+    W (weight gradient) is deferred: rank r runs its first r backwards without
+    W, after that every I is followed by the W of the oldest pending backward,
+    and the leftover Ws end the step.
     """
+    kind = "interleaved_zb" if zero_bubble else "interleaved_1f1b"
     rounds = max(1, m // p)
     if m % rounds != 0:
-        raise ValueError(f"interleaved_1f1b needs num_microbatches to be a multiple of its number of "
+        raise ValueError(f"{kind} needs num_microbatches to be a multiple of its number of "
                          f"rounds max(1, m // p) = {rounds} (as PyTorch's ScheduleInterleaved1F1B), got m={m}, p={p}")
     per_round = m // rounds
     total = m * v
-    warmup = min((v - 1) * per_round + 2 * (p - 1 - r), total)
+    warmup = min((v - 1) * per_round + (1 if zero_bubble else 2) * (p - 1 - r), total)
 
     def fwd_stage(k: int) -> int:
         return ((k // per_round) % v) * p + r
@@ -119,6 +129,8 @@ def _interleaved(r: int, p: int, m: int, v: int) -> list[Action]:
         counter[stage] = i + 1
         return i
 
+    next_w: dict[int, int] = {}
+    pending_w: list[int] = []  # steps whose backward still owes its W, oldest first
     ops: list[Action] = []
     for k in range(total + warmup):
         if k < total:
@@ -126,7 +138,15 @@ def _interleaved(r: int, p: int, m: int, v: int) -> list[Action]:
             ops.append(Action(s, "F", take(next_f, s)))
         if k >= warmup:
             s = bwd_stage(k)
-            ops.append(Action(s, "B", take(next_b, s)))
+            ops.append(Action(s, "I" if zero_bubble else "B", take(next_b, s)))
+            if zero_bubble:
+                pending_w.append(k)
+                if k - warmup >= r:
+                    ws = bwd_stage(pending_w.pop(0))
+                    ops.append(Action(ws, "W", take(next_w, ws)))
+    for k in pending_w:
+        ws = bwd_stage(k)
+        ops.append(Action(ws, "W", take(next_w, ws)))
     return ops
 
 
@@ -228,20 +248,35 @@ def check_schedule(sched: dict[int, list[Action]], num_stages: int | None = None
                 done.update((a.stage, ev, a.microbatch) for ev in _events(a))
                 pos[r] += 1
                 progress = True
-    for r in range(R):
-        if pos[r] < len(sched[r]):
-            a = Action(*sched[r][pos[r]])
-            missing = next(d for d in dependencies(a, S) if d not in done)
-            ds, ev, di = missing
-            where = seen[missing]
-            same = " later on the same rank" if where == r else f" on rank {where}, which is itself blocked"
-            raise ScheduleError(
-                f"rank {r} position {pos[r]}: {a!r} needs the {_EVENT_NAME[ev]} of stage {ds} microbatch {di} "
-                f"first, but that runs{same} (dependency violated: "
-                + ("F of stage s after F of s-1" if a.kind == "F" and ev == "F" else
-                   "backward of stage s after its own forward" if ev == "F" else
-                   "backward of stage s after backward of s+1" if ev == "G" and ds == a.stage + 1 else
-                   "W after its own input gradient") + ")")
+    blocked = [r for r in range(R) if pos[r] < len(sched[r])]
+    if not blocked:
+        return
+    # Follow who-waits-for-whom from the lowest blocked rank to the root cause: an action waiting
+    # for something later on its own rank, or a cycle of ranks waiting for each other.
+
+    def missing_of(r):
+        a = Action(*sched[r][pos[r]])
+        return a, next(d for d in dependencies(a, S) if d not in done)
+
+    chain, r = [], blocked[0]
+    while r not in chain:
+        chain.append(r)
+        a, missing = missing_of(r)
+        if seen[missing] == r:
+            break
+        r = seen[missing]
+    if r in chain and seen[missing_of(r)[1]] != r:  # a cycle: report its lowest rank
+        r = min(chain[chain.index(r):])
+    a, missing = missing_of(r)
+    ds, ev, di = missing
+    where = seen[missing]
+    same = " later on the same rank" if where == r else f" on rank {where}, which is itself blocked"
+    rule = ("F of stage s after F of s-1" if a.kind == "F" else
+            "backward of stage s after its own forward" if ev == "F" else
+            "backward of stage s after backward of s+1" if ev == "G" and ds == a.stage + 1 else
+            "W after its own input gradient")
+    raise ScheduleError(f"rank {r} position {pos[r]}: {a!r} needs the {_EVENT_NAME[ev]} of stage {ds} "
+                        f"microbatch {di} first, but that runs{same} (dependency violated: {rule})")
 
 
 def is_valid(sched: dict[int, list[Action]]) -> bool:

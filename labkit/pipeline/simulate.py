@@ -9,11 +9,13 @@ either one number for every stage or a sequence with one entry per stage.
 The result gives the per-rank timeline, the makespan, the bubble fraction
 (idle time / (ranks * makespan): the "share of total time" convention) and the
 activation memory in flight: per rank, how many (stage, microbatch) activation
-sets are held, counted from the start of a forward to the end of its backward.
+sets are held, counted from the start of a forward to the end of its backward
+(for a split backward, to the end of its W).
 """
 from __future__ import annotations
 
 import numbers
+from fractions import Fraction
 from dataclasses import dataclass, field
 from typing import Sequence, Union
 
@@ -40,6 +42,7 @@ class SimResult:
 
     timeline[r]      intervals rank r computed, in its order
     makespan         end of the last action (the step starts at 0)
+    (with int or Fraction times every number here is exact: bubble_fraction is then a Fraction)
     busy[r]          compute time of rank r
     bubble_fraction  sum of idle time / (num_ranks * makespan)
     peak_inflight[r] most activation sets rank r held at once
@@ -60,7 +63,14 @@ class SimResult:
     def bubble_vs_ideal(self) -> float:
         """Idle time relative to ideal compute: total idle / total busy (the (p-1)/m convention)."""
         busy = sum(self.busy.values())
-        return (self.num_ranks * self.makespan - busy) / busy
+        return _ratio(self.num_ranks * self.makespan - busy, busy)
+
+
+def _ratio(a, b):
+    """a / b, exact (a Fraction) when both are integers or Fractions."""
+    if isinstance(a, numbers.Rational) and isinstance(b, numbers.Rational):
+        return Fraction(a) / Fraction(b)
+    return a / b
 
 
 def stage_times(value: Times, num_stages: int, name: str) -> list[float]:
@@ -85,12 +95,14 @@ def stage_times(value: Times, num_stages: int, name: str) -> list[float]:
 
 
 def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time: Times,
-             p2p_latency: float = 0.0) -> SimResult:
+             p2p_latency: float = 0, weight_time: Times | None = None) -> SimResult:
     """Time one step of ``sched`` (a valid schedule; checked first).
 
     forward_time / backward_time: seconds per stage per microbatch (number or
-    per-stage list). p2p_latency: seconds added to each dependency that
-    crosses ranks (activation or gradient transfer).
+    per-stage list); backward_time is a full backward (B). p2p_latency: seconds
+    added to each dependency that crosses ranks (activation or gradient
+    transfer). For split backwards, W takes ``weight_time`` (default half of
+    backward_time) and I the rest of backward_time.
     """
     check_schedule(sched)
     if p2p_latency < 0:
@@ -99,8 +111,13 @@ def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time:
     R = len(sched)
     tf = stage_times(forward_time, S, "forward_time")
     tb = stage_times(backward_time, S, "backward_time")
-    if any(a.kind in ("I", "W") for acts in sched.values() for a in acts):
-        raise ValueError("simulate times F and B actions only; split backward (I/W) is not modelled")
+    if weight_time is None:
+        tw = [_ratio(t, 2) for t in tb]
+    else:
+        tw = stage_times(weight_time, S, "weight_time")
+        if any(w > b for w, b in zip(tw, tb)):
+            raise ValueError(f"weight_time {tw} must not exceed backward_time {tb} (I takes the difference)")
+    duration = {"F": tf, "B": tb, "W": tw, "I": [b - w for b, w in zip(tb, tw)]}
     finish: dict[tuple[int, str, int], tuple[float, int]] = {}  # event -> (end time, rank)
     free = [0] * R
     pos = [0] * R
@@ -117,26 +134,27 @@ def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time:
                 start = free[r]
                 for d in deps:
                     end, where = finish[d]
-                    start = max(start, end + (p2p_latency if where != r else 0.0))
-                dur = tf[a.stage] if a.kind == "F" else tb[a.stage]
+                    start = max(start, end + (p2p_latency if where != r else 0))
+                dur = duration[a.kind][a.stage]
                 end = start + dur
                 timeline[r].append(Interval(r, a, start, end))
                 free[r] = end
-                for ev in (("F",) if a.kind == "F" else ("G", "W")):
+                for ev in {"F": ("F",), "B": ("G", "W"), "I": ("G",), "W": ("W",)}[a.kind]:
                     finish[(a.stage, ev, a.microbatch)] = (end, r)
                 pos[r] += 1
                 progress = True
-    makespan = max((iv.end for ivs in timeline.values() for iv in ivs), default=0.0)
+    makespan = max((iv.end for ivs in timeline.values() for iv in ivs), default=0)
     busy = {r: sum(iv.end - iv.start for iv in timeline[r]) for r in range(R)}
     idle = R * makespan - sum(busy.values())
-    bubble = idle / (R * makespan) if makespan > 0 else 0.0
+    bubble = _ratio(idle, R * makespan) if makespan > 0 else 0
     inflight, peak = {}, {}
     for r in range(R):
-        # +1 at a forward's start, -1 at its backward's end; at equal times release first.
+        # +1 at a forward's start, -1 at the end of its B (or of its W, which still needs the
+        # activations); at equal times release first.
         deltas = sorted([(iv.start, +1) for iv in timeline[r] if iv.action.kind == "F"]
-                        + [(iv.end, -1) for iv in timeline[r] if iv.action.kind == "B"],
+                        + [(iv.end, -1) for iv in timeline[r] if iv.action.kind in ("B", "W")],
                         key=lambda t: (t[0], t[1]))
-        count, steps, best = 0, [(0.0, 0)], 0
+        count, steps, best = 0, [(0, 0)], 0
         for t, dlt in deltas:
             count += dlt
             best = max(best, count)

@@ -1,0 +1,333 @@
+"""A real pipeline executor: any valid schedule, on N gloo ranks, for an MLP split into stages.
+
+Inside a rank (started by ``labkit.dist.launch``), ``run_step`` walks that
+rank's list of actions:
+
+- F(s, i): take microbatch i's input (stage 0) or receive the activation from
+  the rank of stage s-1, run the stage, keep (input, output) for the backward,
+  and send the output to the rank of stage s+1 (or, on the last stage, compute
+  the loss, divided by the number of microbatches).
+- B(s, i): receive d(loss)/d(output) from the rank of stage s+1 (or start from
+  the loss on the last stage), backpropagate through the stage (parameter
+  gradients accumulate over microbatches), and send d(loss)/d(input) to the
+  rank of stage s-1.
+
+Sends are ``dist.isend`` (waited at the end of the step) and receives are
+blocking ``dist.recv`` with a tag per (boundary, microbatch, direction), so a
+schedule that passes ``check_schedule`` cannot deadlock. Every action's start
+and end are recorded with ``time.perf_counter`` (CLOCK_MONOTONIC: one clock for
+all processes of the machine).
+
+``run_pipeline(sched, cfg)`` launches the ranks and gathers the result;
+``reference_step(cfg)`` computes the same loss and gradients in one process.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from labkit.pipeline.schedules import Action, check_schedule, num_microbatches_of, num_stages_of
+
+__all__ = ["MLPConfig", "build_stages", "make_batch", "reference_step", "run_step", "run_pipeline",
+           "StepRecord", "PipelineRun", "stage_backward", "act_tag", "grad_tag", "measured_bubble"]
+
+
+# --------------------------------------------------------------------------- the model
+
+@dataclass(frozen=True)
+class MLPConfig:
+    """An MLP of Linear(width, width) + tanh blocks, cut into stages.
+
+    layers_per_stage: one int (same for every stage) or one int per stage
+    (uneven stages model an unbalanced pipeline). batch rows are split into
+    num_microbatches equal microbatches. dtype float64 makes gradient checks
+    tight.
+    """
+
+    num_stages: int = 4
+    num_microbatches: int = 4
+    width: int = 16
+    layers_per_stage: int | tuple[int, ...] = 2
+    batch: int = 8
+    seed: int = 0
+    dtype: torch.dtype = torch.float64
+
+    def layers(self) -> list[int]:
+        lps = self.layers_per_stage
+        out = [lps] * self.num_stages if isinstance(lps, int) else list(lps)
+        if len(out) != self.num_stages or any(n < 1 for n in out):
+            raise ValueError(f"layers_per_stage must be a positive int or {self.num_stages} positive ints, got {lps!r}")
+        return out
+
+    def microbatch_rows(self) -> int:
+        if self.batch % self.num_microbatches:
+            raise ValueError(f"batch={self.batch} rows do not split into {self.num_microbatches} equal microbatches")
+        return self.batch // self.num_microbatches
+
+
+def build_stages(cfg: MLPConfig) -> list[nn.Sequential]:
+    """All stages of the seeded MLP (every rank builds the same weights, then keeps its own)."""
+    gen = torch.Generator().manual_seed(cfg.seed)
+    stages = []
+    for n in cfg.layers():
+        blocks = []
+        for _ in range(n):
+            lin = nn.Linear(cfg.width, cfg.width, dtype=cfg.dtype)
+            with torch.no_grad():
+                lin.weight.copy_(torch.randn(cfg.width, cfg.width, generator=gen, dtype=cfg.dtype) / cfg.width ** 0.5)
+                lin.bias.copy_(0.1 * torch.randn(cfg.width, generator=gen, dtype=cfg.dtype))
+            blocks += [lin, nn.Tanh()]
+        stages.append(nn.Sequential(*blocks))
+    return stages
+
+
+def make_batch(cfg: MLPConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded (inputs, targets), each (batch, width)."""
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    x = torch.randn(cfg.batch, cfg.width, generator=gen, dtype=cfg.dtype)
+    y = torch.randn(cfg.batch, cfg.width, generator=gen, dtype=cfg.dtype)
+    return x, y
+
+
+def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean squared error (mean over all elements of the microbatch)."""
+    return torch.nn.functional.mse_loss(output, target)
+
+
+def reference_step(cfg: MLPConfig) -> tuple[float, list[list[torch.Tensor]]]:
+    """One process, full batch: (loss, per-stage list of parameter gradients).
+
+    With equal microbatches, the mean of per-microbatch MSE losses equals the
+    full-batch MSE, so these are exactly what the pipeline must produce.
+    """
+    stages = build_stages(cfg)
+    x, y = make_batch(cfg)
+    out = x
+    for st in stages:
+        out = st(out)
+    loss = loss_fn(out, y)
+    loss.backward()
+    return loss.item(), [[p.grad.clone() for p in st.parameters()] for st in stages]
+
+
+# --------------------------------------------------------------------------- one step on one rank
+
+def act_tag(boundary: int, microbatch: int, num_microbatches: int) -> int:
+    """Tag of the activation stage ``boundary`` sends to stage boundary+1 for ``microbatch``."""
+    return 2 * (boundary * num_microbatches + microbatch)
+
+
+def grad_tag(boundary: int, microbatch: int, num_microbatches: int) -> int:
+    """Tag of the gradient stage boundary+1 sends back to stage ``boundary`` for ``microbatch``."""
+    return 2 * (boundary * num_microbatches + microbatch) + 1
+
+
+def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: torch.Tensor | None,
+                   recv_from: int | None, send_to: int | None, recv_tag: int, send_tag: int):
+    """Backward of one stage for one microbatch, with its real receive and send.
+
+    Last stage (``loss`` given, ``recv_from`` None): ``loss.backward()``.
+    Otherwise: receive d(loss)/d(stage_output) - a tensor shaped and typed like
+    ``stage_output`` - from rank ``recv_from`` with tag ``recv_tag``, then
+    backpropagate it through the stage. Parameter .grad accumulate.
+    Then, unless this is the first stage (``send_to`` None), send
+    ``stage_input.grad`` to rank ``send_to`` with tag ``send_tag`` using
+    ``dist.isend`` and return its Work (the caller waits on it); else return None.
+    """
+    if loss is not None:
+        loss.backward()
+    else:
+        grad = torch.empty_like(stage_output)
+        dist.recv(grad, src=recv_from, tag=recv_tag)
+        stage_output.backward(grad)
+    if send_to is None:
+        return None
+    return dist.isend(stage_input.grad.contiguous(), dst=send_to, tag=send_tag)
+
+
+@dataclass
+class StepRecord:
+    """What one rank did in one step: per-microbatch losses (last stage only), its stages'
+    gradients {stage: [grad per parameter]}, and [(action, start_s, end_s)] on the shared clock."""
+
+    rank: int
+    losses: dict[int, float]
+    grads: dict[int, list[torch.Tensor]]
+    timeline: list[tuple[Action, float, float]]
+    t0: float
+
+
+def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages: int, num_microbatches: int,
+             inputs: Sequence[torch.Tensor] | None, targets: Sequence[torch.Tensor] | None,
+             boundary_shape: tuple[int, ...], dtype: torch.dtype,
+             backward_fn: Callable | None = None) -> StepRecord:
+    """Run this rank's ``actions`` for one step (inside an initialised process group).
+
+    stages: {stage index: module} for the stages this rank owns (stage s on rank
+    s % world_size). inputs / targets: per-microbatch tensors, needed on the
+    ranks owning the first / last stage. boundary_shape: shape of every
+    activation crossing a stage boundary (one microbatch). backward_fn: a
+    function with `stage_backward`'s signature (e.g. a learner's version) used
+    for every B; by default the same steps run inline, with the gradient
+    received before the B interval starts so intervals are compute time only.
+    """
+    rank, world = dist.get_rank(), dist.get_world_size()
+    M, S = num_microbatches, num_stages
+    if world < 2:
+        raise ValueError("run_step needs at least 2 ranks: neighbouring stages must live on different ranks")
+    for a in actions:
+        if a.stage % world != rank or a.stage not in stages:
+            raise ValueError(f"rank {rank} was given {a!r}, but stage {a.stage} is not one of its stages {sorted(stages)}")
+        if a.kind not in ("F", "B", "I", "W"):
+            raise ValueError(f"the executor runs F, B, I and W actions, got {a!r}")
+    saved: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = {}
+    pending_w: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor | None]] = {}
+    sends: list = []
+    losses: dict[int, float] = {}
+    timeline = []
+    dist.barrier()
+    t0 = time.perf_counter()
+    for a in actions:
+        s, i = a.stage, a.microbatch
+        if a.kind == "F":
+            if s == 0:
+                x = inputs[i]
+            else:
+                x = torch.empty(boundary_shape, dtype=dtype)
+                dist.recv(x, src=(s - 1) % world, tag=act_tag(s - 1, i, M))
+                x.requires_grad_(True)
+            start = time.perf_counter()
+            out = stages[s](x)
+            loss = None
+            if s == S - 1:
+                loss = loss_fn(out, targets[i]) / M
+                losses[i] = loss.item() * M
+            else:
+                sends.append(dist.isend(out.detach().contiguous(), dst=(s + 1) % world, tag=act_tag(s, i, M)))
+            end = time.perf_counter()
+            saved[(s, i)] = (x, out, loss)
+        elif a.kind == "I":  # input gradient only; keep the graph for the W
+            x, out, loss = saved[(s, i)]
+            grad = None
+            if s < S - 1:
+                grad = torch.empty_like(out)
+                dist.recv(grad, src=(s + 1) % world, tag=grad_tag(s, i, M))
+            start = time.perf_counter()
+            root = loss if s == S - 1 else out
+            if s > 0:
+                (gx,) = torch.autograd.grad(root, [x], grad, retain_graph=True)
+                sends.append(dist.isend(gx.contiguous(), dst=(s - 1) % world, tag=grad_tag(s - 1, i, M)))
+            pending_w[(s, i)] = (root, grad)
+            end = time.perf_counter()
+        elif a.kind == "W":  # weight gradient, accumulated into .grad
+            start = time.perf_counter()
+            root, grad = pending_w.pop((s, i))
+            saved.pop((s, i))
+            params = list(stages[s].parameters())
+            for prm, g in zip(params, torch.autograd.grad(root, params, grad)):
+                prm.grad = g if prm.grad is None else prm.grad + g
+            end = time.perf_counter()
+        else:
+            x, out, loss = saved.pop((s, i))
+            recv_from = None if s == S - 1 else (s + 1) % world
+            send_to = None if s == 0 else (s - 1) % world
+            if backward_fn is None:  # our own path: receive first, so the interval is compute only
+                grad = None
+                if recv_from is not None:
+                    grad = torch.empty_like(out)
+                    dist.recv(grad, src=recv_from, tag=grad_tag(s, i, M))
+                start = time.perf_counter()
+                if grad is None:
+                    loss.backward()
+                else:
+                    out.backward(grad)
+                if send_to is not None:
+                    sends.append(dist.isend(x.grad.contiguous(), dst=send_to, tag=grad_tag(s - 1, i, M)))
+            else:  # a plugged-in stage_backward: its interval includes its receive wait
+                start = time.perf_counter()
+                work = backward_fn(x, out, loss, recv_from, send_to, grad_tag(s, i, M), grad_tag(s - 1, i, M))
+                if work is not None:
+                    sends.append(work)
+            end = time.perf_counter()
+        timeline.append((a, start, end))
+    for w in sends:
+        w.wait()
+    grads = {s: [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in m.parameters()]
+             for s, m in stages.items()}
+    return StepRecord(rank, losses, grads, timeline, t0)
+
+
+# --------------------------------------------------------------------------- launching
+
+@dataclass
+class PipelineRun:
+    """Gathered result of `run_pipeline`: loss (mean over microbatches), gradients per stage,
+    per-rank [(action, start_s, end_s)] of the last repeat with 0 = the earliest rank's start,
+    and rank 0's wall time of each repeat (seconds, barrier to barrier)."""
+
+    loss: float
+    grads: list[list[torch.Tensor]]
+    timeline: dict[int, list[tuple[Action, float, float]]] = field(repr=False)
+    step_times: list[float] = field(default_factory=list)
+
+    @property
+    def makespan(self) -> float:
+        return max(e for tl in self.timeline.values() for _, _, e in tl)
+
+
+def measured_bubble(timeline: dict[int, list[tuple[Action, float, float]]]) -> float:
+    """Idle share of a recorded timeline: 1 - busy / (ranks * makespan), makespan from 0 to the last end."""
+    makespan = max(e for tl in timeline.values() for _, _, e in tl)
+    busy = sum(e - s for tl in timeline.values() for _, s, e in tl)
+    return 1.0 - busy / (len(timeline) * makespan)
+
+
+def _worker(rank, world, sched, cfg, backward_fn, repeats):
+    torch.manual_seed(0)
+    all_stages = build_stages(cfg)
+    mine = {s: all_stages[s] for s in range(cfg.num_stages) if s % world == rank}
+    x, y = make_batch(cfg)
+    rows = cfg.microbatch_rows()
+    xs, ys = list(x.split(rows)), list(y.split(rows))
+    rec, times = None, []
+    for _ in range(repeats):  # the last repeat is kept (earlier ones warm up)
+        for m in mine.values():
+            m.zero_grad(set_to_none=True)
+        dist.barrier()
+        t = time.perf_counter()
+        rec = run_step(sched[rank], mine, cfg.num_stages, cfg.num_microbatches,
+                       xs if 0 in mine else None, ys if cfg.num_stages - 1 in mine else None,
+                       (rows, cfg.width), cfg.dtype, backward_fn)
+        dist.barrier()
+        times.append(time.perf_counter() - t)
+    return rec, times
+
+
+def run_pipeline(sched: dict[int, list[Action]], cfg: MLPConfig, backward_fn: Callable | None = None,
+                 repeats: int = 1, timeout: float = 60.0) -> PipelineRun:
+    """Launch len(sched) gloo ranks, run one step of ``sched`` for ``cfg``'s MLP, gather the result.
+
+    repeats > 1 runs the step several times and keeps the last (steadier timings).
+    """
+    from labkit.dist import launch
+
+    check_schedule(sched)
+    if num_stages_of(sched) != cfg.num_stages or num_microbatches_of(sched) != cfg.num_microbatches:
+        raise ValueError(f"schedule has {num_stages_of(sched)} stages x {num_microbatches_of(sched)} microbatches, "
+                         f"config has {cfg.num_stages} x {cfg.num_microbatches}")
+    cfg.microbatch_rows()
+    out = launch(_worker, len(sched), sched, cfg, backward_fn, repeats, timeout=timeout)
+    recs = [r for r, _ in out]
+    t0 = min(r.t0 for r in recs)
+    timeline = {r.rank: [(a, s - t0, e - t0) for a, s, e in r.timeline] for r in recs}
+    losses = {i: v for r in recs for i, v in r.losses.items()}
+    grads = [None] * cfg.num_stages
+    for r in recs:
+        for s, g in r.grads.items():
+            grads[s] = g
+    return PipelineRun(sum(losses.values()) / len(losses), grads, timeline, out[0][1])

@@ -1,0 +1,88 @@
+"""Lab 08 exercises: pipeline parallelism (reference solutions).
+
+Three pieces of the lab, each graded on its own:
+- `schedule_1f1b`: the 1F1B schedule generator;
+- `bubble_fraction`: the pipeline bubble under uniform stage times;
+- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import torch
+import torch.distributed as dist
+
+from labkit.pipeline.schedules import Action
+
+__all__ = ["schedule_1f1b", "bubble_fraction", "stage_backward"]
+
+
+def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Action]]:
+    """The 1F1B (one-forward-one-backward) schedule, one stage per rank (stage r on rank r).
+
+    Returns {rank: [Action(stage, kind, microbatch), ...]} with kind "F" or "B",
+    in the order PyTorch's Schedule1F1B runs them. Rank r:
+      1. warm-up: forwards of microbatches 0, 1, ... - as many as min(m, p - r);
+      2. steady state: repeat "backward of the oldest microbatch not yet
+         backwarded, then forward of the next microbatch" until every
+         forward has run;
+      3. cool-down: the remaining backwards, oldest first.
+    Example p=3, m=4, rank 0: F0 F1 F2 B0 F3 B1 B2 B3; rank 2: F0 B0 F1 B1 F2 B2 F3 B3.
+    Raise ValueError if num_microbatches < num_ranks (PyTorch refuses that too)
+    or either argument is < 1.
+    """
+    p, m = num_ranks, num_microbatches
+    if p < 1 or m < 1:
+        raise ValueError(f"need num_ranks >= 1 and num_microbatches >= 1, got {p}, {m}")
+    if m < p:
+        raise ValueError(f"1F1B needs num_microbatches >= num_ranks, got m={m}, p={p}")
+    out = {}
+    for r in range(p):
+        warmup = min(m, p - r)
+        acts = [Action(r, "F", i) for i in range(warmup)]
+        next_f = warmup
+        for b in range(m):
+            acts.append(Action(r, "B", b))
+            if next_f < m:
+                acts.append(Action(r, "F", next_f))
+                next_f += 1
+        out[r] = acts
+    return out
+
+
+def bubble_fraction(num_ranks: int, num_microbatches: int, virtual_stages: int = 1) -> Fraction:
+    """Idle share of the total time of a synchronous pipeline step, as an exact Fraction.
+
+    p = num_ranks, m = num_microbatches, v = virtual_stages (stages per rank; each
+    stage costs 1/v of a rank's share of the model). Every stage takes the same
+    time. Convention: idle time / (p x step time) - the share of all ranks' time
+    that is bubble (not idle / ideal compute). Valid for GPipe and 1F1B (v = 1)
+    and for interleaved 1F1B with m >= p. Raise ValueError for arguments < 1.
+    """
+    p, m, v = num_ranks, num_microbatches, virtual_stages
+    if min(p, m, v) < 1:
+        raise ValueError(f"need positive arguments, got p={p}, m={m}, v={v}")
+    return Fraction(p - 1, v * m + p - 1)
+
+
+def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: torch.Tensor | None,
+                   recv_from: int | None, send_to: int | None, recv_tag: int, send_tag: int):
+    """Backward of one stage for one microbatch, with its real receive and send.
+
+    Last stage (``loss`` given, ``recv_from`` None): ``loss.backward()``.
+    Otherwise: receive d(loss)/d(stage_output) - a tensor shaped and typed like
+    ``stage_output`` - from rank ``recv_from`` with tag ``recv_tag``, then
+    backpropagate it through the stage. Parameter .grad accumulate.
+    Then, unless this is the first stage (``send_to`` None), send
+    ``stage_input.grad`` to rank ``send_to`` with tag ``send_tag`` using
+    ``dist.isend`` and return its Work (the caller waits on it); else return None.
+    """
+    if loss is not None:
+        loss.backward()
+    else:
+        grad_out = torch.empty_like(stage_output)
+        dist.recv(grad_out, src=recv_from, tag=recv_tag)
+        torch.autograd.backward(stage_output, grad_out)
+    if send_to is None:
+        return None
+    return dist.isend(stage_input.grad.contiguous(), dst=send_to, tag=send_tag)

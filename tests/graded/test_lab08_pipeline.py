@@ -1,0 +1,78 @@
+"""Graded tests for lab 08 (pipeline parallelism). Run: python -m labkit.grade --lab 08."""
+from fractions import Fraction
+
+import pytest
+import torch
+
+from labkit.pipeline import Action, check_schedule, schedule, simulate
+from labkit.pipeline.executor import MLPConfig, reference_step, run_pipeline
+
+# sizes chosen to break near-misses: a single rank, m == p, m a non-multiple of p, long pipelines
+P_M = [(1, 1), (1, 3), (2, 2), (2, 5), (3, 3), (3, 4), (4, 7), (5, 12), (6, 6)]
+
+
+@pytest.mark.graded(points=2, exercise="schedule_1f1b")
+def test_1f1b_is_valid(impl):
+    for p, m in P_M:
+        got = impl.schedule_1f1b(p, m)
+        assert sorted(got) == list(range(p)), f"p={p}, m={m}: ranks must be 0..{p - 1}"
+        check_schedule({r: [Action(*a) for a in acts] for r, acts in got.items()})  # names the first violated dependency
+
+
+@pytest.mark.graded(points=2, exercise="schedule_1f1b")
+def test_1f1b_matches_reference_order(impl):
+    for p, m in P_M:
+        got = impl.schedule_1f1b(p, m)
+        want = schedule("1f1b", p, m)  # equal to what PyTorch's Schedule1F1B executes (tests/test_pipeline_torch.py)
+        for r in range(p):
+            assert [Action(*a) for a in got[r]] == want[r], f"p={p}, m={m}, rank {r}"
+
+
+@pytest.mark.graded(points=1, exercise="schedule_1f1b")
+def test_1f1b_memory_and_refusal(impl):
+    res = simulate(impl.schedule_1f1b(4, 9), 1, 2)
+    assert res.peak_inflight[0] == 4, "1F1B keeps at most p microbatches in flight on rank 0"
+    with pytest.raises(ValueError):
+        impl.schedule_1f1b(4, 3)
+
+
+@pytest.mark.graded(points=2, exercise="bubble_fraction")
+def test_bubble_formula_values(impl):
+    assert impl.bubble_fraction(4, 8) == Fraction(3, 11)
+    assert impl.bubble_fraction(1, 5) == 0
+    assert impl.bubble_fraction(3, 1) == Fraction(2, 3)
+    assert impl.bubble_fraction(4, 8, 2) == Fraction(3, 19)
+    assert impl.bubble_fraction(5, 7, 3) == Fraction(4, 25)
+    with pytest.raises(ValueError):
+        impl.bubble_fraction(0, 4)
+
+
+@pytest.mark.graded(points=2, exercise="bubble_fraction")
+def test_bubble_formula_matches_simulation(impl):
+    for p, m in [(2, 3), (3, 6), (4, 5), (5, 9)]:
+        for kind, v in [("gpipe", 1), ("1f1b", 1), ("interleaved_1f1b", 2), ("interleaved_1f1b", 3)]:
+            if kind == "interleaved_1f1b" and m % max(1, m // p):
+                continue
+            res = simulate(schedule(kind, p, m, v), Fraction(1, v), Fraction(2, v))
+            assert impl.bubble_fraction(p, m, v) == res.bubble_fraction, (kind, p, m, v)
+
+
+def _check_backward(impl, kind, p, m, v):
+    cfg = MLPConfig(num_stages=p * v, num_microbatches=m, width=6, batch=3 * m, layers_per_stage=1, seed=p + m)
+    run = run_pipeline(schedule(kind, p, m, v), cfg, backward_fn=impl.stage_backward, timeout=25.0)
+    loss, grads = reference_step(cfg)
+    assert abs(run.loss - loss) < 1e-12
+    for s in range(cfg.num_stages):
+        for a, b in zip(run.grads[s], grads[s]):
+            torch.testing.assert_close(a, b, atol=1e-12, rtol=0, msg=f"stage {s} gradient differs")
+
+
+@pytest.mark.graded(points=2, exercise="stage_backward")
+def test_stage_backward_gpipe_two_ranks(impl):
+    _check_backward(impl, "gpipe", 2, 3, 1)
+
+
+@pytest.mark.graded(points=2, exercise="stage_backward")
+def test_stage_backward_1f1b_and_interleaved(impl):
+    _check_backward(impl, "1f1b", 3, 4, 1)
+    _check_backward(impl, "interleaved_1f1b", 2, 4, 2)
