@@ -7,8 +7,11 @@ inside an initialised default process group, and returns the per-rank return
 values (index = rank). gloo on CPU; NCCL when ``world_size`` <= number of GPUs.
 
 Guarantees (each is tested in tests/test_dist.py):
-- the rendezvous store is held by the caller on a port the OS picked, so two
-  launches at the same time never collide; everything binds to loopback;
+- rank 0 hosts the rendezvous store on a port the OS picks and hands it to the
+  other ranks through the caller, so two launches at the same time never
+  collide; everything binds to loopback. (The caller itself runs no store: a
+  store's server thread in a process that forks can leave a lock held in the
+  children, which then hang.)
 - each rank gets ``cores // world_size`` torch threads (at least 1);
 - a rank that raises ends the launch with `RankError` naming the rank and
   carrying its traceback; a rank that hangs ends it with `TimeoutError`
@@ -39,7 +42,7 @@ from typing import Any, Callable
 
 __all__ = ["launch", "RankError", "device", "default_backend"]
 
-_JOIN_GRACE_S = 5.0   # how long finished ranks get to tear their group down
+_JOIN_GRACE_S = 2.0   # how long finished ranks get to tear their group down before being killed
 _ERROR_GRACE_S = 0.3  # after a first failure, how long to wait for earlier-timestamped ones
 
 
@@ -101,7 +104,28 @@ def _send(conn, payload: tuple) -> None:
     conn.send_bytes(data)
 
 
-def _rank_main(rank, world_size, backend, port, timeout, threads, stack_file, fn, args, conn):
+def _rendezvous(rank, world_size, conn, td):
+    """Rank 0 starts the store on a free port and reports it; the others get the port from the caller."""
+    import torch.distributed as dist
+
+    if rank == 0:
+        store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False, timeout=td)
+        conn.send_bytes(pickle.dumps(("port", store.port)))
+        return store
+    port = pickle.loads(conn.recv_bytes())
+    return dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=td)
+
+
+def _leave(store, rank: int, world_size: int, limit_s: float = 5.0) -> None:
+    """Count this rank out; rank 0, whose process serves the store, leaves last."""
+    left = store.add("labkit/left", 1)
+    deadline = time.monotonic() + limit_s
+    while rank == 0 and left < world_size and time.monotonic() < deadline:
+        time.sleep(0.002)
+        left = store.add("labkit/left", 0)
+
+
+def _rank_main(rank, world_size, backend, timeout, threads, stack_file, fn, args, conn):
     _die_with_parent()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_ifname())
     os.environ["OMP_NUM_THREADS"] = str(threads)
@@ -114,7 +138,7 @@ def _rank_main(rank, world_size, backend, port, timeout, threads, stack_file, fn
 
             torch.set_num_threads(threads)
             td = datetime.timedelta(seconds=timeout)
-            store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=td)
+            store = _rendezvous(rank, world_size, conn, td)
             kw = {}
             if backend == "nccl":
                 torch.cuda.set_device(rank)
@@ -131,6 +155,7 @@ def _rank_main(rank, world_size, backend, port, timeout, threads, stack_file, fn
         try:
             dist.barrier()  # nobody tears down while a peer still reads from it
             dist.destroy_process_group()
+            _leave(store, rank, world_size)
         finally:
             os._exit(0)
 
@@ -222,31 +247,27 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     Raises RankError (a rank raised or died), TimeoutError (ranks still running
     after ``timeout``), ValueError/TypeError (bad arguments).
     """
-    import torch.distributed as dist
-
     backend = _check_args(fn, world_size, backend, timeout)
     method = _start_method(backend)
     if method == "spawn":
         _check_picklable(fn, args)
     ctx = mp.get_context(method)
     threads = max(1, (os.cpu_count() or 1) // world_size)
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=timeout))
     clean = False
     with tempfile.TemporaryDirectory(prefix="labkit-launch-") as tmp:
         procs, conns = [], []
         try:
             for r in range(world_size):
-                recv_end, send_end = ctx.Pipe(duplex=False)
+                ours, theirs = ctx.Pipe(duplex=True)
                 p = ctx.Process(
                     target=_rank_main, daemon=True, name=f"labkit-rank-{r}",
-                    args=(r, world_size, backend, store.port, timeout, threads,
-                          os.path.join(tmp, f"stack{r}"), fn, args, send_end),
+                    args=(r, world_size, backend, timeout, threads,
+                          os.path.join(tmp, f"stack{r}"), fn, args, theirs),
                 )
                 p.start()
-                send_end.close()
+                theirs.close()
                 procs.append(p)
-                conns.append(recv_end)
+                conns.append(ours)
             results, outputs, errors, stuck = _collect(procs, conns, timeout)
             where = _locate(stuck, procs, tmp)
             clean = not errors and not stuck
@@ -293,6 +314,11 @@ def _collect(procs, conns, timeout):
                     msg = pickle.loads(conn.recv_bytes())
                 except (EOFError, OSError):
                     msg = None
+                if msg is not None and msg[0] == "port":  # rank 0's store is up: tell the others
+                    for other in conns[1:]:
+                        with contextlib.suppress(OSError):  # a rank already dead is reported below
+                            other.send_bytes(pickle.dumps(msg[1]))
+                    continue
                 if msg is None:
                     proc.join(timeout=1)
                     errors.append((time.time(), r, "RankDied", _death_message(proc), ""))
