@@ -56,7 +56,7 @@ def ring_all_reduce(tensor):
     Returns the two CommStats added together: 2(N-1) steps, and rank r sends
     2S - c_r - c_{(r+1)%N} bytes (c_i = bytes of chunk i, S = tensor bytes).
     """
-    raise NotImplementedError("hint: flat = tensor.view(-1); bounds = chunk_bounds(flat.numel(), world_size); return ring_reduce_scatter_chunks(flat, bounds) + ring_all_gather_chunks(flat, bounds) (copy back if tensor was not contiguous)")
+    raise NotImplementedError("hint: work on a flat 1-D view of tensor, cut it with chunk_bounds(numel, world_size), run your reduce-scatter then your all-gather on it, and add their CommStats (copy back if tensor was not contiguous)")
 
 
 def tree_broadcast(tensor, src):

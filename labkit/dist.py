@@ -280,7 +280,9 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
             for line in outputs[r].splitlines():
                 print(f"[rank {r}] {line}")
     if errors:
-        first = min(errors, key=lambda e: e[0])
+        # A peer's death or exception makes the others fail with network errors
+        # moments later: report a root cause first, the earliest among equals.
+        first = min(errors, key=lambda e: (_is_comm_failure(e[2], e[3]), e[0]))
         raise RankError(*first[1:])
     if stuck:
         detail = "; ".join(f"rank {r}{where[r]}" for r in stuck)
@@ -337,6 +339,12 @@ def _collect(procs, conns, timeout):
             error_deadline = time.monotonic() + _ERROR_GRACE_S
     stuck = [] if errors else sorted(pending)
     return results, outputs, errors, stuck
+
+
+def _is_comm_failure(exc_type: str, message: str) -> bool:
+    text = message.lower()
+    return exc_type.startswith("Dist") or any(
+        k in text for k in ("gloo", "connection closed", "connection reset", "broken pipe", "socket"))
 
 
 def _death_message(proc) -> str:

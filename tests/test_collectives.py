@@ -224,3 +224,34 @@ def _only_point_to_point_worker(rank, n):
 
 def test_only_point_to_point_calls_are_used():
     assert launch(_only_point_to_point_worker, 3) == [True] * 3
+
+
+def _segmented_worker(rank, n):
+    import math
+
+    from labkit.collectives import ring
+    ring.SEGMENT_BYTES = 16  # 2 float64 elements per segment: forces the pipelined reduce-scatter path
+    bad = []
+    for length in (1, 5, 23, 64):
+        x = _data(rank, length, torch.float64)
+        ref, y = x.clone(), x.clone()
+        dist.all_reduce(ref)
+        stats = C.ring_all_reduce(y)
+        sizes = C.chunk_sizes(length, n)
+        rs_sent = [c for c in range(n) if c != rank]              # reduce-scatter sends every chunk but mine
+        ag_sent = [c for c in range(n) if c != (rank + 1) % n]    # all-gather: every chunk but my right's
+        want_msgs = (sum(math.ceil(sizes[c] / 2) for c in rs_sent if sizes[c])
+                     + sum(1 for c in ag_sent if sizes[c]))
+        if not torch.equal(y, ref):
+            bad.append(f"L={length}: wrong sum")
+        if (stats.bytes_sent, stats.bytes_received) != formulas.ring_all_reduce_bytes(rank, n, length, 8):
+            bad.append(f"L={length}: bytes {stats}")
+        if stats.messages != want_msgs or stats.steps != 2 * (n - 1):
+            bad.append(f"L={length}: messages {stats.messages} != {want_msgs} or steps {stats.steps}")
+    return bad
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_segmented_reduce_scatter_same_result_and_bytes(world_size):
+    problems = [p for per_rank in launch(_segmented_worker, world_size) for p in per_rank]
+    assert problems == [], "\n".join(problems)

@@ -1,6 +1,8 @@
 """labkit.dist.launch: results, output, threads, errors, hangs, deaths, collisions, bad arguments."""
 import concurrent.futures
+import glob
 import os
+import sys
 import time
 
 import pytest
@@ -60,11 +62,27 @@ def _pid_file(tmp, rank):
         f.write(str(os.getpid()))
 
 
+def _my_children() -> list[int]:
+    """PIDs of live processes whose parent is this process (Linux /proc)."""
+    kids = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = open(stat).read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            kids.append(int(stat.split("/")[2]))
+    return kids
+
+
 def _assert_all_gone(tmp, world_size):
     for r in range(world_size):
-        pid = int(open(os.path.join(tmp, f"pid{r}")).read())
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+        path = os.path.join(tmp, f"pid{r}")
+        if os.path.exists(path):  # a rank killed before its fn started never wrote one
+            with pytest.raises(ProcessLookupError):
+                os.kill(int(open(path).read()), 0)
+    if sys.platform.startswith("linux"):
+        assert _my_children() == []
 
 
 def _raise_on_rank_two(rank, ws, tmp):

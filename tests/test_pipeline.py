@@ -312,3 +312,19 @@ def test_gantt_and_compare():
     gantt(r, "x")
     compare_timelines(tl, r)
     plt.close("all")
+
+
+def test_widget_wires_five_controls():
+    import matplotlib.pyplot as plt
+
+    from labkit.viz.pipeline import pipeline_widget
+
+    w = pipeline_widget()
+    controls, html = w.children[:-1], w.children[-1]
+    assert len(controls) == 5 and "<img" in html.value
+    controls[0].value = "gpipe"  # a change redraws
+    assert "<img" in html.value
+    controls[2].value = 1  # m=1 < p=4 is fine for GPipe
+    controls[0].value = "1f1b"  # ... but refused by 1F1B: an error line, not an exception
+    assert "cannot build this schedule" in html.value
+    plt.close("all")

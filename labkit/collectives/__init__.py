@@ -11,11 +11,13 @@ sum reduction, each returns the calling rank's `CommStats`):
 
 Modules: stats (CommStats), chunking (the uneven-chunk rule), p2p (exchange:
 the one isend/irecv round), ring, tree, recursive, formulas (bytes per rank),
-simulate (pure trace), alpha_beta (cost model and fit).
+simulate (pure trace), alpha_beta (cost model and fit), primitives (what the
+seven primitives leave on each rank).
 """
 from labkit.collectives.alpha_beta import coefficients, crossover_bytes, fit_alpha_beta, predict_time
 from labkit.collectives.chunking import chunk_bounds, chunk_sizes
 from labkit.collectives.p2p import exchange, recording
+from labkit.collectives.primitives import PRIMITIVES, primitive_states
 from labkit.collectives.recursive import recursive_doubling_all_reduce
 from labkit.collectives.ring import (ring_all_gather, ring_all_gather_chunks, ring_all_reduce,
                                      ring_reduce_scatter, ring_reduce_scatter_chunks)
@@ -28,5 +30,5 @@ __all__ = [
     "ring_all_reduce", "ring_reduce_scatter", "ring_all_gather",
     "ring_reduce_scatter_chunks", "ring_all_gather_chunks",
     "tree_broadcast", "tree_reduce", "recursive_doubling_all_reduce",
-    "simulate", "coefficients", "predict_time", "fit_alpha_beta", "crossover_bytes",
+    "simulate", "PRIMITIVES", "primitive_states", "coefficients", "predict_time", "fit_alpha_beta", "crossover_bytes",
 ]

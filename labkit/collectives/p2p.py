@@ -87,6 +87,41 @@ def exchange(stats: CommStats, send: torch.Tensor | None = None, dst: int | None
         entry[1] += 1
 
 
+def exchange_pipelined(stats: CommStats, send: torch.Tensor, dst: int, recv: torch.Tensor, src: int,
+                       segment: int, on_received) -> None:
+    """One round like `exchange`, but both tensors travel as segments of at most ``segment`` elements.
+
+    ``on_received(start, stop)`` is called as soon as elements start:stop of
+    ``recv`` have arrived, while later segments are still in flight — so a
+    reduce-scatter can add segment j while segment j+1 is on the wire. Both
+    sides must use the same ``segment``. Each segment is one message.
+    """
+    if segment < 1:
+        raise ValueError(f"exchange_pipelined: segment must be >= 1 element, got {segment}")
+    sends, recvs = [], []
+    for a in range(0, send.numel(), segment):
+        piece = send[a:a + segment]
+        sends.append(dist.isend(piece, dst))
+        stats.bytes_sent += _nbytes(piece)
+        stats.messages += 1
+        for events, step in _RECORDERS:
+            events.append(Event(step, "send", dst, piece.data_ptr(), piece.numel()))
+    for a in range(0, recv.numel(), segment):
+        piece = recv[a:a + segment]
+        recvs.append((a, a + piece.numel(), dist.irecv(piece, src)))
+        stats.bytes_received += _nbytes(piece)
+        for events, step in _RECORDERS:
+            events.append(Event(step, "recv", src, piece.data_ptr(), piece.numel()))
+    for a, z, req in recvs:
+        req.wait()
+        on_received(a, z)
+    for req in sends:
+        req.wait()
+    stats.steps += 1
+    for entry in _RECORDERS:
+        entry[1] += 1
+
+
 def group_info(where: str) -> tuple[int, int]:
     """(rank, world_size) of the default group, or a clear error if there is none."""
     if not dist.is_available() or not dist.is_initialized():

@@ -13,14 +13,23 @@ Bytes (c_i = bytes of chunk i, S = sum of c_i): in an all-reduce rank r sends
 every chunk but r during reduce-scatter and every chunk but r+1 during
 all-gather, so bytes_sent(r) = 2S - c_r - c_{(r+1)%N}; summed over ranks that
 is exactly 2(N-1)·S. See labkit.collectives.formulas.
+
+Pipelining: a reduce-scatter chunk larger than SEGMENT_BYTES travels as
+segments of that size, and each segment is added as soon as it arrives while
+the next ones are still on the wire. Bytes and steps are unchanged; each
+segment counts as one message.
 """
 from __future__ import annotations
 
 import torch
 
 from labkit.collectives.chunking import chunk_bounds
-from labkit.collectives.p2p import check_tensor, exchange, flat_view, group_info
+from labkit.collectives.p2p import check_tensor, exchange, exchange_pipelined, flat_view, group_info
 from labkit.collectives.stats import CommStats
+
+# Reduce-scatter chunks larger than this travel in segments, so adding one segment
+# overlaps with receiving the next (bytes are unchanged; messages count segments).
+SEGMENT_BYTES = 1 << 20
 
 
 def _check_bounds(buf: torch.Tensor, bounds, world_size: int, where: str) -> list[int]:
@@ -49,11 +58,17 @@ def ring_reduce_scatter_chunks(buf: torch.Tensor, bounds) -> CommStats:
         return stats
     right, left = (rank + 1) % n, (rank - 1) % n
     tmp = torch.empty(max(b[i + 1] - b[i] for i in range(n)), dtype=buf.dtype, device=buf.device)
+    segment = max(1, SEGMENT_BYTES // buf.element_size())
     for s in range(n - 1):
         c_send, c_recv = (rank - s - 1) % n, (rank - s - 2) % n
         size = b[c_recv + 1] - b[c_recv]
-        exchange(stats, send=buf[b[c_send]:b[c_send + 1]], dst=right, recv=tmp[:size], src=left)
-        buf[b[c_recv]:b[c_recv + 1]].add_(tmp[:size])
+        send, target = buf[b[c_send]:b[c_send + 1]], buf[b[c_recv]:b[c_recv + 1]]
+        if max(send.numel(), size) <= segment:
+            exchange(stats, send=send, dst=right, recv=tmp[:size], src=left)
+            target.add_(tmp[:size])
+        else:
+            exchange_pipelined(stats, send, right, tmp[:size], left, segment,
+                               lambda a, z: target[a:z].add_(tmp[a:z]))
     return stats
 
 

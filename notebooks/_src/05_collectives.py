@@ -330,7 +330,9 @@ print("measured: ring faster at every size from", f"{stays[0] / 1024:g} KiB on" 
 # How does our ring compare with gloo's own `dist.all_reduce`? `benchmarks/collectives.py`
 # times both in the same processes, 4 KB … 64 MB, and reports algbw = S/t and
 # busbw = algbw · 2(N−1)/N (the nccl-tests definitions) — results in
-# `benchmarks/results/collectives.md`.
+# `benchmarks/results/collectives.md`. One trick matters there: labkit's reduce-scatter sends
+# chunks larger than 1 MiB as 1 MiB segments, so adding one segment overlaps with receiving the
+# next (bytes are unchanged; only the message count grows). NCCL and gloo pipeline the same way.
 #
 # ## Summary
 #
