@@ -23,8 +23,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (MLSys Labs)" >/dev/null
 	touch $(STAMP)
 
+# JupyterLab refuses to run as root unless told to (containers, course VMs).
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 course: setup
-	$(VENV)/bin/jupyter lab notebooks/00_welcome.ipynb
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/00_welcome.ipynb
 
 # Unit, distributed, grading and notebook (nbval) tests. Solutions are graded by default.
 test: setup
