@@ -7,11 +7,11 @@ inside an initialised default process group, and returns the per-rank return
 values (index = rank). gloo on CPU; NCCL when ``world_size`` <= number of GPUs.
 
 Guarantees (each is tested in tests/test_dist.py):
-- rank 0 hosts the rendezvous store on a port the OS picks and hands it to the
-  other ranks through the caller, so two launches at the same time never
-  collide; everything binds to loopback. (The caller itself runs no store: a
-  store's server thread in a process that forks can leave a lock held in the
-  children, which then hang.)
+- the ranks meet through a FileStore in a private temporary folder and gloo
+  connects them over loopback on ports the OS picks, so two launches at the
+  same time never collide and nothing listens beyond 127.0.0.1 (a TCP store
+  would listen on every interface, and its client connect sometimes stalls
+  for seconds);
 - each rank gets ``cores // world_size`` torch threads (at least 1);
 - a rank that raises ends the launch with `RankError` naming the rank and
   carrying its traceback; a rank that hangs ends it with `TimeoutError`
@@ -104,33 +104,12 @@ def _send(conn, payload: tuple) -> None:
     conn.send_bytes(data)
 
 
-def _rendezvous(rank, world_size, conn, td):
-    """Rank 0 starts the store on a free port and reports it; the others get the port from the caller."""
-    import torch.distributed as dist
-
-    if rank == 0:
-        store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, wait_for_workers=False, timeout=td)
-        conn.send_bytes(pickle.dumps(("port", store.port)))
-        return store
-    port = pickle.loads(conn.recv_bytes())
-    return dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=td)
-
-
-def _leave(store, rank: int, world_size: int, limit_s: float = 5.0) -> None:
-    """Count this rank out; rank 0, whose process serves the store, leaves last."""
-    left = store.add("labkit/left", 1)
-    deadline = time.monotonic() + limit_s
-    while rank == 0 and left < world_size and time.monotonic() < deadline:
-        time.sleep(0.002)
-        left = store.add("labkit/left", 0)
-
-
-def _rank_main(rank, world_size, backend, timeout, threads, stack_file, fn, args, conn):
+def _rank_main(rank, world_size, backend, timeout, threads, workdir, fn, args, conn):
     _die_with_parent()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_ifname())
     os.environ["OMP_NUM_THREADS"] = str(threads)
     out = io.StringIO()
-    with open(stack_file, "w") as stack:
+    with open(os.path.join(workdir, f"stack{rank}"), "w") as stack:
         faulthandler.register(signal.SIGUSR1, file=stack, all_threads=False)
         try:
             import torch
@@ -138,7 +117,8 @@ def _rank_main(rank, world_size, backend, timeout, threads, stack_file, fn, args
 
             torch.set_num_threads(threads)
             td = datetime.timedelta(seconds=timeout)
-            store = _rendezvous(rank, world_size, conn, td)
+            store = dist.FileStore(os.path.join(workdir, "store"), world_size)
+            store.set_timeout(td)
             kw = {}
             if backend == "nccl":
                 torch.cuda.set_device(rank)
@@ -155,7 +135,6 @@ def _rank_main(rank, world_size, backend, timeout, threads, stack_file, fn, args
         try:
             dist.barrier()  # nobody tears down while a peer still reads from it
             dist.destroy_process_group()
-            _leave(store, rank, world_size)
         finally:
             os._exit(0)
 
@@ -258,11 +237,10 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
         procs, conns = [], []
         try:
             for r in range(world_size):
-                ours, theirs = ctx.Pipe(duplex=True)
+                ours, theirs = ctx.Pipe(duplex=False)
                 p = ctx.Process(
                     target=_rank_main, daemon=True, name=f"labkit-rank-{r}",
-                    args=(r, world_size, backend, timeout, threads,
-                          os.path.join(tmp, f"stack{r}"), fn, args, theirs),
+                    args=(r, world_size, backend, timeout, threads, tmp, fn, args, theirs),
                 )
                 p.start()
                 theirs.close()
@@ -316,11 +294,6 @@ def _collect(procs, conns, timeout):
                     msg = pickle.loads(conn.recv_bytes())
                 except (EOFError, OSError):
                     msg = None
-                if msg is not None and msg[0] == "port":  # rank 0's store is up: tell the others
-                    for other in conns[1:]:
-                        with contextlib.suppress(OSError):  # a rank already dead is reported below
-                            other.send_bytes(pickle.dumps(msg[1]))
-                    continue
                 if msg is None:
                     proc.join(timeout=1)
                     errors.append((time.time(), r, "RankDied", _death_message(proc), ""))

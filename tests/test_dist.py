@@ -141,6 +141,33 @@ def test_unpicklable_return_value_is_reported():
         launch(lambda r, w: (lambda: None), 1)
 
 
+def _listening_addresses() -> set[tuple[str, int]]:
+    """(hex local address, port) of every listening TCP socket on this machine, from /proc/net."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if os.path.exists(table):
+            for line in open(table).read().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # LISTEN
+                    addr, port = fields[1].split(":")
+                    found.add((addr, int(port, 16)))
+    return found
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs Linux /proc/net/tcp")
+def test_ranks_listen_on_loopback_only():
+    before = _listening_addresses()
+
+    def snapshot(rank, ws):
+        dist.barrier()  # every rank's gloo sockets are open now
+        return _listening_addresses() if rank == 0 else None
+
+    new = launch(snapshot, 3)[0] - before
+    loopback = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1 (IPv4, IPv4-mapped IPv6)
+    assert new, "expected the ranks to be listening while the launch ran"
+    assert {addr for addr, _ in new} <= loopback, new
+
+
 def test_two_launches_at_once_do_not_collide():
     def one(_):
         return launch(_all_reduce_rank_ids, 2)[0]["sum"]

@@ -71,9 +71,9 @@ for n in (1, 2, 3, 4):
     print(f"N={n}: every rank holds {got[0]:g}; formula N(N+1)/2 = {n * (n + 1) // 2}; all equal: {len(set(got)) == 1}")
 
 # %% [markdown]
-# Each launch takes a fresh port chosen by the operating system, binds only to loopback
-# (`127.0.0.1`), and gives each rank `cores // world_size` threads so that ranks do not fight over the
-# cores:
+# The ranks of a launch find each other through a file in a private temporary folder and then talk
+# over loopback (`127.0.0.1`) on ports the operating system picks, so launches never collide. Each
+# rank gets `cores // world_size` threads so that ranks do not fight over the cores:
 
 # %%
 print("threads per rank with 1, 2, 4 ranks:",
