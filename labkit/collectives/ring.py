@@ -107,6 +107,20 @@ def ring_all_reduce(tensor: torch.Tensor) -> CommStats:
     return stats
 
 
+def _check_whole_and_part(op: str, n: int, whole, part) -> int:
+    """Check a (name, tensor) pair where ``whole`` must hold n times ``part``'s elements; return part's numel."""
+    (wname, w), (pname, q) = whole, part
+    check_tensor(w, op, wname)
+    check_tensor(q, op, pname)
+    if w.dtype != q.dtype:
+        raise TypeError(f"{op}: {wname} dtype {w.dtype} != {pname} dtype {q.dtype}")
+    m = q.numel()
+    if w.numel() != n * m:
+        raise ValueError(f"{op}: {wname} must have world_size * {pname}.numel() = {n}*{m} = {n * m} "
+                         f"elements, got {w.numel()}")
+    return m
+
+
 def ring_reduce_scatter(output: torch.Tensor, input: torch.Tensor) -> CommStats:
     """Ring reduce-scatter (sum) with `dist.reduce_scatter_tensor`'s shapes.
 
@@ -117,14 +131,7 @@ def ring_reduce_scatter(output: torch.Tensor, input: torch.Tensor) -> CommStats:
     `ring_reduce_scatter_chunks`.
     """
     rank, n = group_info("ring_reduce_scatter")
-    check_tensor(output, "ring_reduce_scatter", "output")
-    check_tensor(input, "ring_reduce_scatter", "input")
-    if input.dtype != output.dtype:
-        raise TypeError(f"ring_reduce_scatter: input dtype {input.dtype} != output dtype {output.dtype}")
-    m = output.numel()
-    if input.numel() != n * m:
-        raise ValueError(f"ring_reduce_scatter: input must have world_size * output.numel() = {n}*{m} = {n * m} "
-                         f"elements, got {input.numel()}")
+    m = _check_whole_and_part("ring_reduce_scatter", n, whole=("input", input), part=("output", output))
     src = input.reshape(-1) if input.is_contiguous() else input.reshape(-1).clone()
     stats = CommStats()
     with flat_view(output) as out:
@@ -151,14 +158,7 @@ def ring_all_gather(output: torch.Tensor, input: torch.Tensor) -> CommStats:
     `ring_all_gather_chunks`.
     """
     rank, n = group_info("ring_all_gather")
-    check_tensor(output, "ring_all_gather", "output")
-    check_tensor(input, "ring_all_gather", "input")
-    if input.dtype != output.dtype:
-        raise TypeError(f"ring_all_gather: input dtype {input.dtype} != output dtype {output.dtype}")
-    m = input.numel()
-    if output.numel() != n * m:
-        raise ValueError(f"ring_all_gather: output must have world_size * input.numel() = {n}*{m} = {n * m} "
-                         f"elements, got {output.numel()}")
+    m = _check_whole_and_part("ring_all_gather", n, whole=("output", output), part=("input", input))
     with flat_view(output) as out:
         out[rank * m:(rank + 1) * m].copy_(input.reshape(-1))
         stats = ring_all_gather_chunks(out, [i * m for i in range(n + 1)])

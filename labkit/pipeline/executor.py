@@ -34,7 +34,7 @@ from torch import nn
 from labkit.pipeline.schedules import Action, check_schedule, num_microbatches_of, num_stages_of
 
 __all__ = ["MLPConfig", "build_stages", "make_batch", "reference_step", "run_step", "run_pipeline",
-           "StepRecord", "PipelineRun", "stage_backward", "act_tag", "grad_tag", "measured_bubble"]
+           "StepRecord", "PipelineRun", "act_tag", "grad_tag", "measured_bubble"]
 
 
 # --------------------------------------------------------------------------- the model
@@ -127,29 +127,6 @@ def grad_tag(boundary: int, microbatch: int, num_microbatches: int) -> int:
     return 2 * (boundary * num_microbatches + microbatch) + 1
 
 
-def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: torch.Tensor | None,
-                   recv_from: int | None, send_to: int | None, recv_tag: int, send_tag: int):
-    """Backward of one stage for one microbatch, with its real receive and send.
-
-    Last stage (``loss`` given, ``recv_from`` None): ``loss.backward()``.
-    Otherwise: receive d(loss)/d(stage_output) - a tensor shaped and typed like
-    ``stage_output`` - from rank ``recv_from`` with tag ``recv_tag``, then
-    backpropagate it through the stage. Parameter .grad accumulate.
-    Then, unless this is the first stage (``send_to`` None), send
-    ``stage_input.grad`` to rank ``send_to`` with tag ``send_tag`` using
-    ``dist.isend`` and return its Work (the caller waits on it); else return None.
-    """
-    if loss is not None:
-        loss.backward()
-    else:
-        grad = torch.empty_like(stage_output)
-        dist.recv(grad, src=recv_from, tag=recv_tag)
-        stage_output.backward(grad)
-    if send_to is None:
-        return None
-    return dist.isend(stage_input.grad.contiguous(), dst=send_to, tag=send_tag)
-
-
 @dataclass
 class StepRecord:
     """What one rank did in one step: per-microbatch losses (last stage only), its stages'
@@ -172,7 +149,7 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
     s % world_size). inputs / targets: per-microbatch tensors, needed on the
     ranks owning the first / last stage. boundary_shape: shape of every
     activation crossing a stage boundary (one microbatch). backward_fn: a
-    function with `stage_backward`'s signature (e.g. a learner's version) used
+    function with the signature of exercises/lab08_pipeline.stage_backward (a learner's version) used
     for every B; by default the same steps run inline, with the gradient
     received before the B interval starts so intervals are compute time only.
     """
