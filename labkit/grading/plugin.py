@@ -1,26 +1,43 @@
 """pytest plugin behind the grader (loaded for every run via pyproject's addopts).
 
-- ``--impl exercises|solutions|PATH`` picks the implementation (sets LABKIT_IMPL).
-- the ``impl`` fixture returns the exercise module named after the test file:
-  tests/graded/test_lab05_collectives.py -> load("lab05_collectives").
-- ``@pytest.mark.graded(points=N, exercise="name")`` marks a graded test; each
-  gets a per-test timeout (default 60 s) unless it sets its own.
+The pytest process that runs tests/graded is the *judge*: it never imports
+the submission. The ``impl`` fixture is a `RemoteModule`: each call runs in a
+sandboxed worker (one per exercise) and only data comes back, which the test
+compares with references it computes itself.
+
+- ``--impl exercises|solutions|PATH``: the implementation (its lab*.py files
+  are copied to a private snapshot first; default: solutions).
+- ``@pytest.mark.graded(points=N, exercise="name")`` marks a graded test.
 - ``--exercise NAME`` (repeatable) keeps only that exercise's graded tests.
-- ``--grade-report FILE`` keeps a JSON record of every graded test, rewritten
-  as each one starts and ends; a test left "running" in it crashed the test
-  process, and the grader re-runs the rest without it.
+- ``--grade-seed N``: the seed graded inputs are drawn from (default: a fresh
+  random one per run, printed in the report so a grade can be reproduced).
+- ``--exercise-timeout S`` / ``--lab-timeout S``: worker time budgets;
+  ``--memory-mb M``: a worker's memory limit; ``--require-sandbox``: refuse to
+  grade without bubblewrap.
+- ``--grade-report FILE``: a JSON record of every graded test, rewritten as
+  each one starts and ends; a test left "running" crashed the judge process.
+- A module-level ``POLICY = labkit.grading.static.Policy(...)`` in a graded
+  test file says what that lab's submissions may import (checked statically).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import secrets
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from labkit import grading
+from labkit.grading import static
+from labkit.grading.remote import Budget, Pool, RemoteModule
+from labkit.grading.sandbox import Limits, Sandbox
 
-DEFAULT_TIMEOUT_S = 60
+DEFAULT_TIMEOUT_S = 300     # judge-side backstop per test; workers have their own budgets
+MAX_MESSAGE_CHARS = 1000
 
 
 def pytest_addoption(parser):
@@ -29,13 +46,21 @@ def pytest_addoption(parser):
     group.addoption("--grade-report", default=None, help="write graded results as JSON to this file")
     group.addoption("--exercise", action="append", default=None,
                     help="run only the graded tests of this exercise (repeatable)")
+    group.addoption("--grade-seed", type=int, default=None, help="seed for graded inputs (default: random)")
+    group.addoption("--exercise-timeout", type=float, default=60.0, help="worker seconds per exercise")
+    group.addoption("--lab-timeout", type=float, default=240.0, help="worker seconds per lab")
+    group.addoption("--memory-mb", type=int, default=4096, help="memory limit of a worker's process tree")
+    group.addoption("--require-sandbox", action="store_true", help="fail unless bubblewrap is available")
 
 
 def pytest_configure(config):
     impl = config.getoption("--impl")
     if impl:
         os.environ[grading.ENV_VAR] = impl
+    seed = config.getoption("--grade-seed")
+    config._labkit_seed = seed if seed is not None else secrets.randbits(32)
     config._labkit_graded = {}
+    config._labkit_pool = None
 
 
 def _graded_marker(item):
@@ -71,7 +96,10 @@ def pytest_collection_modifyitems(config, items):
 def _write(config) -> None:
     path = config.getoption("--grade-report")
     if path:
-        Path(path).write_text(json.dumps(list(config._labkit_graded.values()), indent=1))
+        pool = config._labkit_pool
+        report = {"seed": config._labkit_seed, "sandbox": pool.sandbox.describe() if pool else "",
+                  "tests": list(config._labkit_graded.values())}
+        Path(path).write_text(json.dumps(report, indent=1))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -98,19 +126,83 @@ def pytest_runtest_makereport(item, call):
         _write(item.config)
 
 
+def pytest_runtest_teardown(item, nextitem):
+    """Stop an exercise's worker once its last test has run."""
+    pool = item.config._labkit_pool
+    if pool is None or _graded_marker(item) is None:
+        return
+    key = (_module_of(item), _graded_marker(item).kwargs["exercise"])
+    nxt = (_module_of(nextitem), _graded_marker(nextitem).kwargs.get("exercise")) \
+        if nextitem is not None and _graded_marker(nextitem) else None
+    if nxt != key:
+        pool.release(*key)
+
+
+def pytest_sessionfinish(session):
+    pool = session.config._labkit_pool
+    if pool is not None:
+        pool.close()
+        shutil.rmtree(pool.submission_dir.parent, ignore_errors=True)
+    _write(session.config)
+
+
 def _lab_of(item) -> str:
-    name = Path(str(item.fspath)).stem  # test_lab05_collectives
-    return name.removeprefix("test_lab")[:2]
+    return Path(str(item.fspath)).stem.removeprefix("test_lab")[:2]   # test_lab05_collectives -> 05
+
+
+def _module_of(item) -> str:
+    return Path(str(item.fspath)).stem.removeprefix("test_")         # -> lab05_collectives
 
 
 def _short_message(report) -> str:
     text = str(report.longrepr) if report.longrepr else report.outcome
     lines = [ln for ln in text.splitlines() if ln.startswith("E ")] or text.splitlines()[-3:]
-    return "\n".join(lines[:8])
+    message = "\n".join(ln[:300] for ln in lines[:8])
+    return message[:MAX_MESSAGE_CHARS]
+
+
+def snapshot(impl: str) -> Path:
+    """Copy the implementation's lab*.py files into a fresh private folder; return it."""
+    src = (grading.REPO_ROOT / impl) if impl in ("solutions", "exercises") else Path(impl).expanduser().resolve()
+    if not src.is_dir():
+        raise pytest.UsageError(f"--impl {impl}: no such folder")
+    root = Path(tempfile.mkdtemp(prefix="labkit-judge-"))
+    os.chmod(root, 0o711)
+    dest = root / "submission"
+    dest.mkdir(mode=0o755)
+    for f in sorted(src.glob("lab*.py")):
+        shutil.copyfile(f, dest / f.name)
+        os.chmod(dest / f.name, 0o644)
+    return dest
+
+
+def _pool(config) -> Pool:
+    if config._labkit_pool is None:
+        limits = Limits(memory_bytes=config.getoption("--memory-mb") << 20)
+        sandbox = Sandbox.best(limits, require=config.getoption("--require-sandbox"))
+        budget = Budget(config.getoption("--exercise-timeout"), config.getoption("--lab-timeout"))
+        config._labkit_pool = Pool(snapshot(grading.current_impl()), sandbox, budget)
+    return config._labkit_pool
 
 
 @pytest.fixture
 def impl(request):
-    """The exercise module under test, chosen by --impl / LABKIT_IMPL (default: solutions)."""
-    name = Path(str(request.node.fspath)).stem.removeprefix("test_")
-    return grading.load(name)
+    """The submission's module as a `RemoteModule` (runs in a sandboxed worker; data comes back)."""
+    name = _module_of(request.node)
+    mark = _graded_marker(request.node)
+    exercise = mark.kwargs["exercise"] if mark else "_ungraded"
+    policy = getattr(request.module, "POLICY", static.Policy())
+    exercises = {m.kwargs.get("exercise") for obj in vars(request.module).values()
+                 for m in getattr(obj, "pytestmark", []) if m.name == "graded"}
+    pool = _pool(request.config)
+    reason = static.reasons_for(pool.static_reasons(name, policy, exercises), exercise)
+    if reason:
+        pytest.fail(f"{name}.py: {reason}", pytrace=False)
+    return RemoteModule(pool, name, exercise, tuple(policy.references))
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """A seed for this test's inputs, drawn from the run's grading seed (unknown to the submission)."""
+    digest = hashlib.sha256(f"{request.config._labkit_seed}:{request.node.nodeid}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")

@@ -3,9 +3,19 @@
 Floating-point comparisons use rel=1e-12: the learner may divide in a different
 order than the reference (e.g. k / arrays / bytes), which changes only the last bits.
 """
+import numpy as np
 import pytest
 
+from labkit.grading.static import Policy
+
 REL = 1e-12
+POLICY = Policy(references=tuple(f"labkit.roofline.model.{n}" for n in (
+    "matmul", "elementwise_chain", "attainable_flops", "training_flops", "mfu", "hfu")))
+
+
+def draws(seed, n=20):
+    """n random argument sets from the grading seed (so no table of answers can be written in advance)."""
+    return np.random.default_rng(seed).integers(1, 5000, size=(n, 4)).tolist()
 
 
 @pytest.mark.graded(points=2, exercise="matmul_intensity")
@@ -13,6 +23,14 @@ def test_matmul_intensity_square_and_rectangular(impl):
     assert impl.matmul_intensity(64, 64, 64) == pytest.approx(2 * 64 ** 3 / (3 * 64 ** 2 * 4), rel=REL)
     assert impl.matmul_intensity(3, 5, 7) == pytest.approx(2 * 105 / ((15 + 35 + 21) * 4), rel=REL)
     assert impl.matmul_intensity(3, 5, 7, dtype_bytes=2) == pytest.approx(2 * 105 / ((15 + 35 + 21) * 2), rel=REL)
+
+
+@pytest.mark.graded(points=1, exercise="matmul_intensity")
+def test_matmul_intensity_random_shapes(impl, seed):
+    for M, K, N, b in draws(seed):
+        b = 1 + b % 8
+        want = 2 * M * K * N / ((M * K + K * N + M * N) * b)
+        assert impl.matmul_intensity(M, K, N, dtype_bytes=b) == pytest.approx(want, rel=REL), (M, K, N, b)
 
 
 @pytest.mark.graded(points=2, exercise="matmul_intensity")
@@ -42,6 +60,14 @@ def test_chain_intensity_fused(impl):
     assert impl.chain_intensity(7, fused=True, dtype_bytes=2) == pytest.approx(7 / 18, rel=REL)
 
 
+@pytest.mark.graded(points=1, exercise="chain_intensity")
+def test_chain_intensity_random_lengths(impl, seed):
+    for k, _, _, b in draws(seed):
+        k, b = 1 + k % 40, 1 + b % 8
+        assert impl.chain_intensity(k, fused=False, dtype_bytes=b) == pytest.approx(1 / (3 * b), rel=REL), (k, b)
+        assert impl.chain_intensity(k, fused=True, dtype_bytes=b) == pytest.approx(k / ((k + 2) * b), rel=REL), (k, b)
+
+
 @pytest.mark.graded(points=2, exercise="attainable_flops")
 def test_attainable_flops(impl):
     peak, bw = 200e9, 25e9  # ridge at 8 FLOP/B
@@ -50,6 +76,14 @@ def test_attainable_flops(impl):
     assert impl.attainable_flops(7.0, peak, bw) == pytest.approx(175e9, rel=REL)
     assert impl.attainable_flops(1000.0, peak, bw) == pytest.approx(200e9, rel=REL)
     assert impl.attainable_flops(0.0, peak, bw) == 0
+
+
+@pytest.mark.graded(points=1, exercise="attainable_flops")
+def test_attainable_flops_random(impl, seed):
+    for a, p, w, _ in draws(seed):
+        intensity, peak, bw = a / 97, p * 1e9, w * 1e8
+        want = min(peak, intensity * bw)
+        assert impl.attainable_flops(intensity, peak, bw) == pytest.approx(want, rel=REL), (intensity, peak, bw)
 
 
 @pytest.mark.graded(points=1, exercise="mfu_hfu")
@@ -65,3 +99,13 @@ def test_mfu_is_three_quarters_of_hfu_with_recompute(impl):
     assert mfu == pytest.approx(6 * 7e9 * 4096 * 8 / 2.0 / 312e12, rel=REL)
     assert hfu == pytest.approx(8 * 7e9 * 4096 * 8 / 2.0 / 312e12, rel=REL)
     assert mfu == pytest.approx(0.75 * hfu, rel=REL)
+
+
+@pytest.mark.graded(points=1, exercise="mfu_hfu")
+def test_mfu_hfu_random(impl, seed):
+    for n, t, s, p in draws(seed):
+        params, tokens, secs, peak = n * 1e6, t * 1e3, s / 10, p * 1e12
+        for recompute in (False, True):
+            mfu, hfu = impl.mfu_hfu(params, tokens, secs, peak, recompute_forward=recompute)
+            assert mfu == pytest.approx(6 * params * tokens / secs / peak, rel=REL)
+            assert hfu == pytest.approx((8 if recompute else 6) * params * tokens / secs / peak, rel=REL)

@@ -5,8 +5,31 @@ Bases are built with torch.as_strided over an arange storage, so the learner's
 """
 import math
 
+import numpy as np
 import pytest
 import torch
+
+from labkit.grading.static import Policy
+
+POLICY = Policy(references=("labkit.strides.is_contiguous", "labkit.strides.view_strides",
+                            "labkit.strides.StridedView", "labkit.strides.contiguous_strides"))
+
+
+def random_layout(rng):
+    """A random (shape, strides, offset): a permuted row-major layout, sometimes with gaps or a size-1 dim."""
+    ndim = int(rng.integers(1, 5))
+    shape = [int(x) for x in rng.integers(1, 6, ndim)]
+    gaps = [int(x) for x in rng.integers(1, 3, ndim)] if rng.random() < 0.3 else [1] * ndim
+    order = rng.permutation(ndim)
+    strides, step = [0] * ndim, 1
+    for d in reversed(order):
+        step *= gaps[d]
+        strides[d] = step
+        step *= shape[d]
+    for d in range(ndim):
+        if shape[d] == 1 and rng.random() < 0.5:
+            strides[d] = int(rng.integers(1, 50))   # a size-1 dim's stride is free
+    return tuple(shape), tuple(strides), int(rng.integers(0, 4))
 
 
 def base(shape, strides, offset=0):
@@ -47,6 +70,19 @@ def test_slice_view(impl):
         assert got == want, f"slice_view{case}: got {got}, torch gives (shape, strides, offset) = {want}"
 
 
+@pytest.mark.graded(points=1, exercise="slice_view")
+def test_slice_view_random(impl, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        shape, strides, offset = random_layout(rng)
+        dim = int(rng.integers(0, len(shape)))
+        start, stop, step = int(rng.integers(0, 7)), int(rng.integers(0, 9)), int(rng.integers(1, 4))
+        want = meta(base(shape, strides, offset)[(slice(None),) * dim + (slice(start, stop, step),)])
+        got = impl.slice_view(shape, strides, offset, dim, start, stop, step)
+        got = (tuple(got[0]), tuple(got[1]), got[2])
+        assert got == want, f"slice_view{(shape, strides, offset, dim, start, stop, step)}: got {got}, torch {want}"
+
+
 PERMS = [
     ((2, 3), (3, 1), 0, (1, 0)),
     ((2, 3, 4), (12, 4, 1), 5, (1, 2, 0)),   # not its own inverse: catches dims/inverse mix-ups
@@ -64,6 +100,18 @@ def test_permute_view(impl):
         got = impl.permute_view(shape, strides, offset, dims)
         got = (tuple(got[0]), tuple(got[1]), got[2])
         assert got == want, f"permute_view{case}: got {got}, torch gives {want}"
+
+
+@pytest.mark.graded(points=1, exercise="permute_view")
+def test_permute_view_random(impl, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        shape, strides, offset = random_layout(rng)
+        dims = tuple(int(d) for d in rng.permutation(len(shape)))
+        want = meta(base(shape, strides, offset).permute(dims))
+        got = impl.permute_view(shape, strides, offset, dims)
+        got = (tuple(got[0]), tuple(got[1]), got[2])
+        assert got == want, f"permute_view{(shape, strides, offset, dims)}: got {got}, torch gives {want}"
 
 
 CONTIG = [  # (shape, strides)
@@ -85,6 +133,15 @@ def test_is_contiguous(impl):
         got = impl.is_contiguous(shape, strides)
         assert bool(got) == t.is_contiguous(), \
             f"is_contiguous({shape}, {strides}): got {got}, torch says {t.is_contiguous()}"
+
+
+@pytest.mark.graded(points=1, exercise="is_contiguous")
+def test_is_contiguous_random(impl, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        shape, strides, _ = random_layout(rng)
+        want = base(shape, strides).is_contiguous()
+        assert bool(impl.is_contiguous(shape, strides)) == want, f"is_contiguous({shape}, {strides}): torch says {want}"
 
 
 VIEWS = [  # (shape, strides, new_shape)
@@ -130,3 +187,25 @@ def test_view_strides_size_one_dims(impl):
 @pytest.mark.graded(points=2, exercise="view_strides")
 def test_view_strides_gaps_and_broadcasts(impl):
     _check_views(impl, [v for v in VIEWS[5:] if 1 not in v[0]])
+
+
+def _random_new_shape(rng, numel):
+    dims, left = [], numel
+    while left > 1:
+        divisors = [d for d in range(2, left + 1) if left % d == 0]
+        d = int(rng.choice(divisors))
+        dims.append(d)
+        left //= d
+        if rng.random() < 0.2:
+            dims.append(1)
+    return tuple(int(x) for x in rng.permutation(dims)) if dims else (1,)
+
+
+@pytest.mark.graded(points=1, exercise="view_strides")
+def test_view_strides_random(impl, seed):
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(30):
+        shape, strides, _ = random_layout(rng)
+        cases.append((shape, strides, _random_new_shape(rng, math.prod(shape))))
+    _check_views(impl, cases)

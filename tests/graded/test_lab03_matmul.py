@@ -15,6 +15,21 @@ straddle a cache block.
 import numpy as np
 import pytest
 
+from labkit.grading.static import Policy
+
+POLICY = Policy(
+    labkit_allowed=frozenset({"labkit.matmul.Traffic", "labkit.matmul.TwoLevelTraffic", "labkit.matmul.cdiv",
+                              "labkit.matmul.traffic.Traffic", "labkit.matmul.traffic.TwoLevelTraffic",
+                              "labkit.matmul.traffic.cdiv"}),
+    references=tuple(f"labkit.matmul.traffic.{n}" for n in ("naive", "cache_tiled", "register_tiled", "tiled")))
+
+
+def random_cases(seed, n=12):
+    """n random (M, K, N, t1, t2, t3, t4) with sizes 1..12 and tiles 1..6, from the grading seed."""
+    rng = np.random.default_rng(seed)
+    return [tuple(int(x) for x in rng.integers(1, 13, 3)) + tuple(int(x) for x in rng.integers(1, 7, 4))
+            for _ in range(n)]
+
 
 def cdiv(x, b):
     return -(-x // b)
@@ -82,6 +97,15 @@ def test_cache_tiled_vectors(impl, M, K, N, b1, b2):
     assert counts(t) == (M * K, cdiv(M, b1) * K * N, M * N)
 
 
+@pytest.mark.graded(points=2, exercise="cache_tiled")
+def test_cache_tiled_random(impl, seed):
+    for i, (M, K, N, b1, b2, _, _) in enumerate(random_cases(seed)):
+        A, B = operands(M, K, N, seed=seed + i)
+        C, t = unpack2(impl.cache_tiled(A, B, b1, b2))
+        check_product(C, A, B)
+        assert counts(t) == (M * K, cdiv(M, b1) * K * N, M * N), (M, K, N, b1, b2)
+
+
 @pytest.mark.graded(points=1, exercise="cache_tiled")
 def test_cache_tiled_bad_input(impl):
     with pytest.raises(ValueError):
@@ -120,6 +144,15 @@ def test_register_tiled_vectors(impl, M, K, N, v1, v2, v3):
     assert counts(t) == (M * K * cdiv(N, v2), cdiv(M, v1) * K * N, M * N)
 
 
+@pytest.mark.graded(points=2, exercise="register_tiled")
+def test_register_tiled_random(impl, seed):
+    for i, (M, K, N, v1, v2, v3, _) in enumerate(random_cases(seed)):
+        A, B = operands(M, K, N, seed=seed + i)
+        C, t = unpack2(impl.register_tiled(A, B, v1, v2, v3))
+        check_product(C, A, B)
+        assert counts(t) == (M * K * cdiv(N, v2), cdiv(M, v1) * K * N, M * N), (M, K, N, v1, v2, v3)
+
+
 @pytest.mark.graded(points=1, exercise="register_tiled")
 def test_register_tiled_bad_input(impl):
     with pytest.raises(ValueError):
@@ -150,3 +183,14 @@ def test_tiled_uneven(impl, M, K, N, b1, b2, v1, v2):
     check_product(C, A, B)
     assert counts(dram) == (M * K, cdiv(M, b1) * K * N, M * N)
     assert counts(l1) == (M * K * J(N, b2, v2), J(M, b1, v1) * K * N, M * N)
+
+
+@pytest.mark.graded(points=2, exercise="tiled")
+def test_tiled_random(impl, seed):
+    for i, (M, K, N, b1, b2, v1, v2) in enumerate(random_cases(seed)):
+        A, B = operands(M, K, N, seed=seed + i)
+        C, t = unpack2(impl.tiled(A, B, b1, b2, v1, v2))
+        dram, l1 = levels(t)
+        check_product(C, A, B)
+        assert counts(dram) == (M * K, cdiv(M, b1) * K * N, M * N), (M, K, N, b1, b2, v1, v2)
+        assert counts(l1) == (M * K * J(N, b2, v2), J(M, b1, v1) * K * N, M * N), (M, K, N, b1, b2, v1, v2)

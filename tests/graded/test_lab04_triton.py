@@ -1,9 +1,11 @@
 """Graded tests for Lab 04 (Triton kernels).
 
 Each test launches the implementation's *kernel* itself (so a submission is
-graded on its @triton.jit body, whatever its wrapper does). Under the
-interpreter (CPU; how the course grades) every launch runs inside the access
-recorder: out-of-bounds lanes are caught (and kept away from real memory).
+graded on its @triton.jit body, whatever its wrapper does), in the sandboxed
+worker, on inputs drawn from the grading seed; outputs come back as data and
+are compared here with torch. Under the interpreter (CPU; how the course
+grades) every launch runs inside the access recorder: out-of-bounds lanes are
+caught (and kept away from real memory), and exactly one launch must be seen.
 Compiled on a GPU the recorder is unavailable; there the output is a window
 into a NaN-filled guard buffer, and any write outside the window fails
 (out-of-bounds *loads* can only be seen by the interpreter).
@@ -13,120 +15,112 @@ Tolerances: fp32 kernels do the same arithmetic as torch up to summation order
 (a sum of N terms may differ by ~N ulp), hence rtol=atol=1e-5; fp16 outputs
 may differ from the rounded fp32 reference by one ulp (rtol 2^-10).
 """
-import labkit  # noqa: F401  (TRITON_INTERPRET=1 before any kernel is defined)
-
-import contextlib
-
 import numpy as np
 import pytest
 import torch
 import triton
 
-from labkit.kernels.checks import interpreting
-from labkit.kernels.record import record
+from labkit.grading.static import Policy
 
-DEV = "cpu" if interpreting() else "cuda"
-GUARD = 64  # elements of guard buffer on each side of an output
+POLICY = Policy(
+    labkit_allowed=frozenset({"labkit", "labkit.kernels.checks.check_same", "labkit.kernels.checks.check_tensor"}),
+    references=("labkit.kernels.add.add_kernel", "labkit.kernels.softmax.softmax_kernel",
+                "labkit.kernels.matmul.matmul_kernel", "labkit.kernels.layernorm.layernorm_kernel"),
+    jit_kernels=("add_kernel", "softmax_kernel", "matmul_kernel", "layernorm_kernel"))
 
 
 def rnd(*shape, seed=0, dtype=torch.float32):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype).to(DEV)
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 
-def guarded(shape, dtype=torch.float32):
-    """(out, buf): a contiguous NaN-filled ``out`` of ``shape`` inside a larger NaN-filled ``buf``."""
-    n = int(np.prod(shape))
-    buf = torch.full((n + 2 * GUARD,), float("nan"), dtype=dtype, device=DEV)
-    return buf[GUARD:GUARD + n].view(shape), buf
+def launch(impl, kernel, grid, args, out_index, out_shape, dtype, watch=(), **constexprs):
+    """Run the submission's kernel in its worker (under the access recorder when interpreted).
 
-
-def recording():
-    """The access recorder under the interpreter; a do-nothing context (yielding None) when compiled."""
-    return record() if interpreting() else contextlib.nullcontext()
+    ``args[out_index]`` is replaced there by a NaN-filled output inside a NaN guard buffer.
+    Returns (output, what the harness saw: see labkit.grading.harness.triton_kernel).
+    """
+    seen = impl.harness("triton_kernel", kernel, list(grid), args, constexprs, out_index, list(out_shape),
+                        str(dtype).removeprefix("torch."), tuple(watch))
+    if seen["recorded"]:
+        assert seen["launches"] == 1, f"{kernel} launched {seen['launches']} times; expected one Triton launch"
+    return seen["out"], seen
 
 
 def run_add(impl, x, y, block):
-    out, buf = guarded(x.shape, x.dtype)
-    with recording() as rec:
-        impl.add_kernel[(triton.cdiv(x.numel(), block),)](x, y, out, x.numel(), BLOCK=block)
-    return out, (rec, buf)
+    return launch(impl, "add_kernel", (triton.cdiv(x.numel(), block),), [x, y, None, x.numel()], 2, x.shape,
+                  x.dtype, BLOCK=block)
 
 
 def run_softmax(impl, x):
-    out, buf = guarded(x.shape, x.dtype)
-    with recording() as rec:
-        impl.softmax_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
-    return out, (rec, buf)
+    return launch(impl, "softmax_kernel", (x.shape[0],), [x, None, x.shape[1], x.stride(0)], 1, x.shape, x.dtype,
+                  BLOCK=triton.next_power_of_2(x.shape[1]))
 
 
-def run_matmul(impl, a, b, block=16):
-    (M, K), N = a.shape, b.shape[1]
-    c, buf = guarded((M, N), a.dtype)
-    with recording() as rec:
-        impl.matmul_kernel[(triton.cdiv(M, block), triton.cdiv(N, block))](
-            a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-            BLOCK_M=block, BLOCK_N=block, BLOCK_K=block)
-    return c, (rec, buf)
+def run_matmul(impl, a, b, block=16, transposed=False):
+    """a, b: contiguous; with ``transposed`` the kernel gets a.t() and b.t() (strided views)."""
+    A, B = (a.t(), b.t()) if transposed else (a, b)
+    (M, K), N = A.shape, B.shape[1]
+    args = [("t", a) if transposed else a, ("t", b) if transposed else b, None, M, N, K,
+            A.stride(0), A.stride(1), B.stride(0), B.stride(1), N, 1]
+    return launch(impl, "matmul_kernel", (triton.cdiv(M, block), triton.cdiv(N, block)), args, 2, (M, N),
+                  a.dtype, watch=("a_ptr", "b_ptr"), BLOCK_M=block, BLOCK_N=block, BLOCK_K=block)
 
 
 def run_layernorm(impl, x, w, b, eps=1e-5):
     N = x.shape[-1]
-    y, buf = guarded(x.shape, x.dtype)
-    with recording() as rec:
-        impl.layernorm_kernel[(x.numel() // N,)](x, w, b, y, N, eps, BLOCK=triton.next_power_of_2(N))
-    return y, (rec, buf)
+    return launch(impl, "layernorm_kernel", (x.numel() // N,), [x, w, b, None, N, eps], 3, x.shape, x.dtype,
+                  BLOCK=triton.next_power_of_2(N))
 
 
 def assert_in_bounds_once(seen, out_name):
-    rec, buf = seen
-    assert torch.isnan(buf[:GUARD]).all() and torch.isnan(buf[-GUARD:]).all(), \
-        "the kernel wrote outside its output tensor -- missing mask on the store?"
-    if rec is None:      # compiled: the recorder needs the interpreter
+    assert seen["guard_intact"], "the kernel wrote outside its output tensor -- missing mask on the store?"
+    if not seen["recorded"]:      # compiled: the recorder needs the interpreter
         return
-    bad = [(a.kind, a.tensor, a.pid, a.oob_offsets[:4].tolist()) for a in rec.out_of_bounds]
-    assert not bad, f"out-of-bounds accesses (kind, tensor, program, element offsets): {bad[:3]} -- missing mask?"
-    counts = rec.counts(out_name, "store")
+    assert seen["out_name"] == out_name, f"the output parameter should be called {out_name}"
+    bad = seen["out_of_bounds"]
+    assert not bad, f"out-of-bounds accesses (kind, tensor, program, element offsets): {bad} -- missing mask?"
+    counts = seen["counts"][(out_name, "store")]
     assert (counts == 1).all(), f"each output element must be stored exactly once; store counts: {counts.tolist()[:20]}"
 
 
 # ---------------------------------------------------------------- add
 @pytest.mark.graded(points=2, exercise="add_kernel")
 @pytest.mark.parametrize("n,block", [(37, 16), (1, 16), (100, 32)])
-def test_add_values(impl, n, block):
-    x, y = rnd(n), rnd(n, seed=1)
+def test_add_values(impl, seed, n, block):
+    x, y = rnd(n, seed=seed), rnd(n, seed=seed + 1)
     out, _ = run_add(impl, x, y, block)
     assert torch.equal(out, x + y), "add_kernel: wrong values (or some elements never written)"
 
 
 @pytest.mark.graded(points=2, exercise="add_kernel")
-def test_add_masks(impl):
-    x, y = rnd(37), rnd(37, seed=1)
+def test_add_masks(impl, seed):
+    x, y = rnd(37, seed=seed), rnd(37, seed=seed + 1)
     _, seen = run_add(impl, x, y, 16)
     assert_in_bounds_once(seen, "out_ptr")
-    if seen[0] is not None:
-        assert seen[0].n_masked("store", "out_ptr") == 3 * 16 - 37, "the last program should mask off 11 lanes"
+    if seen["recorded"]:
+        assert seen["masked_stores"] == 3 * 16 - 37, "the last program should mask off 11 lanes"
 
 
 # ---------------------------------------------------------------- softmax
 @pytest.mark.graded(points=2, exercise="softmax_kernel")
 @pytest.mark.parametrize("shape", [(5, 37), (1, 100), (3, 1), (2, 64)])
-def test_softmax_values(impl, shape):
-    x = rnd(*shape) * 3
+def test_softmax_values(impl, seed, shape):
+    x = rnd(*shape, seed=seed) * 3
     out, _ = run_softmax(impl, x)
     torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.graded(points=1, exercise="softmax_kernel")
-def test_softmax_numerically_stable(impl):
-    x = rnd(3, 45) * 500.0                        # exp(500) overflows fp32: subtract the max first
+def test_softmax_numerically_stable(impl, seed):
+    x = rnd(3, 45, seed=seed) * 500.0                        # exp(500) overflows fp32: subtract the max first
     out, _ = run_softmax(impl, x)
     assert torch.isfinite(out).all(), "softmax_kernel: inf/nan on large inputs -- subtract the row max"
     torch.testing.assert_close(out, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.graded(points=1, exercise="softmax_kernel")
-def test_softmax_masks_and_fp16(impl):
-    x = rnd(4, 45, dtype=torch.float16)
+def test_softmax_masks_and_fp16(impl, seed):
+    x = rnd(4, 45, seed=seed, dtype=torch.float16)
     out, seen = run_softmax(impl, x)
     assert_in_bounds_once(seen, "out_ptr")
     torch.testing.assert_close(out, torch.softmax(x.float(), -1).half(), rtol=2**-10, atol=1e-3)
@@ -135,47 +129,46 @@ def test_softmax_masks_and_fp16(impl):
 # ---------------------------------------------------------------- matmul
 @pytest.mark.graded(points=3, exercise="matmul_kernel")
 @pytest.mark.parametrize("M,K,N", [(37, 40, 21), (1, 50, 17), (50, 17, 1), (20, 7, 33)])
-def test_matmul_values(impl, M, K, N):
-    a, b = rnd(M, K), rnd(K, N, seed=1)
+def test_matmul_values(impl, seed, M, K, N):
+    a, b = rnd(M, K, seed=seed), rnd(K, N, seed=seed + 1)
     c, _ = run_matmul(impl, a, b)
     torch.testing.assert_close(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.graded(points=1, exercise="matmul_kernel")
-def test_matmul_strided_fp16(impl):
-    a, b = rnd(40, 37).half().t(), rnd(29, 40, seed=1).half().t()     # transposed views: use the strides
-    c, _ = run_matmul(impl, a, b)
-    torch.testing.assert_close(c, (a.float() @ b.float()).half(), rtol=2**-10, atol=1e-3)
+def test_matmul_strided_fp16(impl, seed):
+    a, b = rnd(40, 37, seed=seed).half(), rnd(29, 40, seed=seed + 1).half()
+    c, _ = run_matmul(impl, a, b, transposed=True)      # the kernel gets a.t(), b.t(): it must use the strides
+    torch.testing.assert_close(c, (a.t().float() @ b.t().float()).half(), rtol=2**-10, atol=1e-3)
 
 
 @pytest.mark.graded(points=1, exercise="matmul_kernel")
-def test_matmul_masks_and_reuse(impl):
+def test_matmul_masks_and_reuse(impl, seed):
     M, K, N, bs = 37, 40, 21, 16
-    _, seen = run_matmul(impl, rnd(M, K), rnd(K, N, seed=1), bs)
+    _, seen = run_matmul(impl, rnd(M, K, seed=seed), rnd(K, N, seed=seed + 1), bs)
     assert_in_bounds_once(seen, "c_ptr")
-    rec = seen[0]
-    if rec is None:
+    if not seen["recorded"]:
         return
     # each A element is read once per column of tiles, each B element once per row of tiles
-    assert (rec.counts("a_ptr", "load") == triton.cdiv(N, bs)).all(), "every A element must be read, once per tile column"
-    assert (rec.counts("b_ptr", "load") == triton.cdiv(M, bs)).all(), "every B element must be read, once per tile row"
+    counts = seen["counts"]
+    assert (counts[("a_ptr", "load")] == triton.cdiv(N, bs)).all(), "every A element must be read, once per tile column"
+    assert (counts[("b_ptr", "load")] == triton.cdiv(M, bs)).all(), "every B element must be read, once per tile row"
 
 
 # ---------------------------------------------------------------- layernorm
 @pytest.mark.graded(points=2, exercise="layernorm_kernel")
 @pytest.mark.parametrize("shape", [(3, 37), (2, 5, 20), (1, 1), (4, 64)])
-def test_layernorm_values(impl, shape):
+def test_layernorm_values(impl, seed, shape):
     N = shape[-1]
-    x, w, b = rnd(*shape) * 2 + 1, rnd(N, seed=1), rnd(N, seed=2)
+    x, w, b = rnd(*shape, seed=seed) * 2 + 1, rnd(N, seed=seed + 1), rnd(N, seed=seed + 2)
     y, _ = run_layernorm(impl, x, w, b)
     torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.graded(points=1, exercise="layernorm_kernel")
-def test_layernorm_masks(impl):
-    x, w, b = rnd(3, 37), rnd(37, seed=1), rnd(37, seed=2)
+def test_layernorm_masks(impl, seed):
+    x, w, b = rnd(3, 37, seed=seed), rnd(37, seed=seed + 1), rnd(37, seed=seed + 2)
     _, seen = run_layernorm(impl, x, w, b)
     assert_in_bounds_once(seen, "y_ptr")
-    rec = seen[0]
-    if rec is not None:
-        assert np.array_equal(rec.owner("y_ptr"), np.repeat(np.arange(3), 37)), "program r must write row r"
+    if seen["recorded"]:
+        assert np.array_equal(seen["owner"], np.repeat(np.arange(3), 37)), "program r must write row r"

@@ -1,142 +1,163 @@
 """Graded tests for Lab 05 (exercises/lab05_collectives.py).
 
-Each test launches 1-4 real gloo ranks that call the chosen implementation
-(`impl`) on uneven sizes. torch.distributed's own collectives are disabled on
-the ranks, so only point-to-point messages can move data. Expected values are
-computed locally from every rank's (deterministic) input; inputs are small
-integers, so any summation order gives exactly the same sums.
+Each exercise runs once per world size (1-4 real gloo ranks) in the
+submission's sandboxed worker (labkit.grading.harness.lab05_collective), on
+inputs drawn here from the grading seed. torch.distributed's own collectives
+are disabled on the ranks (and refused statically), and every point-to-point
+byte is counted at torch.distributed ("wire"), independently of the CommStats
+the submission returns. Inputs are small integers, so any summation order
+gives exactly the same sums: results are compared exactly.
 """
 import pytest
 import torch
-import torch.distributed as dist
 
 from labkit.collectives import chunk_bounds
-from labkit.dist import launch
+from labkit.grading.static import Policy
 
 WORLD_SIZES = (1, 2, 3, 4)
-FORBIDDEN = ("all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor",
-             "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter", "all_to_all",
-             "all_to_all_single", "_all_gather_base", "_reduce_scatter_base")
+POLICY = Policy(
+    labkit_allowed=frozenset({f"labkit.collectives.{n}" for n in ("CommStats", "chunk_bounds", "chunk_sizes",
+                                                                  "exchange")} |
+                             {"labkit.collectives.stats.CommStats", "labkit.collectives.chunking.chunk_bounds",
+                              "labkit.collectives.chunking.chunk_sizes", "labkit.collectives.p2p.exchange"}),
+    references=("labkit.collectives.ring.ring_reduce_scatter_chunks", "labkit.collectives.ring.ring_all_gather_chunks",
+                "labkit.collectives.ring.ring_all_reduce", "labkit.collectives.ring.ring_reduce_scatter",
+                "labkit.collectives.ring.ring_all_gather", "labkit.collectives.tree.tree_broadcast",
+                "labkit.collectives.tree.tree_reduce",
+                "labkit.collectives.recursive.recursive_doubling_all_reduce"),
+    forbid_collectives=True)
 
 
-def _forbid_builtin_collectives():
-    def forbidden(*args, **kwargs):
-        raise RuntimeError("built-in torch.distributed collectives are not allowed in this lab; "
-                           "use exchange / isend / irecv")
-
-    for name in FORBIDDEN:
-        if hasattr(dist, name):
-            setattr(dist, name, forbidden)
-
-
-def _data(rank, length, dtype=torch.float64, seed=0):
-    g = torch.Generator().manual_seed(7919 * seed + rank)
+def _data(seed, rank, length, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed * 7919 + rank)
     return torch.randint(-9, 10, (length,), generator=g).to(dtype)
 
 
-def _total(n, length, dtype=torch.float64, seed=0):
-    return sum(_data(r, length, torch.float64, seed) for r in range(n)).to(dtype)
+def _total(seed, n, length, dtype=torch.float64):
+    return sum(_data(seed, r, length) for r in range(n)).to(dtype)
 
 
-def _bounds_cases(n):
-    """Uneven cuts of a buffer: the course rule, plus hand-made ones with empty and odd-sized chunks."""
+def _bounds_cases(n, seed):
+    """Uneven cuts of a buffer: the course rule, plus random ones with empty and odd-sized chunks."""
+    g = torch.Generator().manual_seed(seed)
     cases = [chunk_bounds(length, n) for length in (1, 7, 10, 4 * n + 3)]
-    sizes = [(2 * i + 1) % 5 for i in range(n)]  # e.g. 1, 3, 0, 2 — includes an empty chunk at n >= 3
-    cut = [0]
-    for s in sizes:
-        cut.append(cut[-1] + s)
-    cases.append(cut)
-    return cases
+    for _ in range(2):
+        sizes = torch.randint(0, 5, (n,), generator=g).tolist()
+        cases.append([0] + torch.tensor(sizes).cumsum(0).tolist())
+    return [b for b in cases if b[-1] > 0]
 
 
 _CACHE = {}
 
 
-def _run(worker, impl):
-    """Launch worker on each world size; return {n: per-rank results}.
+def _run(impl, fn_name, seed, build):
+    """Run ``fn_name`` on each world size with the cases ``build(n, seed)`` gives ({per case: [args per rank]}).
 
-    The two tests of an exercise share one set of runs (cached per worker and
-    implementation), so a hanging or failing exercise is launched only once.
+    Returns {n: (cases, per-rank results)}. The tests of an exercise share one set of runs
+    (cached by exercise name), so a hanging or failing exercise is launched only once.
     """
-    key = (worker.__name__, impl.__name__)
-    if key not in _CACHE:
+    if fn_name not in _CACHE:
         try:
-            _CACHE[key] = {n: launch(worker, n, impl, timeout=45) for n in WORLD_SIZES}
+            runs = {}
+            for n in WORLD_SIZES:
+                cases = build(n, seed)
+                runs[n] = (cases, impl.harness("lab05_collective", fn_name, n, [c["args"] for c in cases]))
+            _CACHE[fn_name] = runs
         except Exception as e:  # remembered: the sibling test fails the same way without relaunching
-            _CACHE[key] = e
-    if isinstance(_CACHE[key], Exception):
-        raise _CACHE[key]
-    return _CACHE[key]
+            _CACHE[fn_name] = e
+    if isinstance(_CACHE[fn_name], Exception):
+        raise _CACHE[fn_name]
+    return _CACHE[fn_name]
+
+
+def _each(runs):
+    """(n, rank, case, result) for every rank's result of every case."""
+    for n, (cases, per_rank) in runs.items():
+        for rank, results in enumerate(per_rank):
+            assert len(results) == len(cases), f"N={n} rank {rank}: {len(results)} results for {len(cases)} cases"
+            for case, res in zip(cases, results):
+                yield n, rank, case, res
+
+
+def _stats(res, n, rank):
+    stats = res["stats"]
+    assert isinstance(stats, dict), f"N={n} rank {rank}: return a CommStats ({stats})"
+    return stats
+
+
+def _moved(n, rank, res):
+    assert n == 1 or res["wire"]["bytes_sent"] + res["wire"]["bytes_received"] > 0, \
+        f"N={n} rank {rank}: no data went over the wire; each rank only has its own input"
 
 
 # ---- ring reduce-scatter ---------------------------------------------------------------------
 
-def _rs_worker(rank, n, impl):
-    _forbid_builtin_collectives()
-    out = []
-    for bounds in _bounds_cases(n):
+def _rs_cases(n, seed):
+    cases = []
+    for bounds in _bounds_cases(n, seed):
         for dtype in (torch.float64, torch.bfloat16):
-            length = bounds[-1]
-            buf = _data(rank, length, dtype)
-            stats = impl.ring_reduce_scatter_chunks(buf, bounds)
-            mine = slice(bounds[rank], bounds[rank + 1])
-            out.append((bounds, dtype, buf[mine].clone(), _total(n, length, dtype)[mine], stats))
-    return out
+            cases.append({"bounds": bounds, "dtype": dtype,
+                          "args": [(_data(seed, r, bounds[-1], dtype), bounds) for r in range(n)]})
+    return cases
 
 
 @pytest.mark.graded(points=3, exercise="ring_reduce_scatter_chunks")
-def test_ring_reduce_scatter_sums_own_chunk(impl):
-    for n, per_rank in _run(_rs_worker, impl).items():
-        for rank, cases in enumerate(per_rank):
-            for bounds, dtype, got, want, _ in cases:
-                assert torch.equal(got, want), f"N={n} rank {rank} bounds={bounds} {dtype}: chunk {rank} is not the sum"
+def test_ring_reduce_scatter_sums_own_chunk(impl, seed):
+    for n, rank, case, res in _each(_run(impl, "ring_reduce_scatter_chunks", seed, _rs_cases)):
+        bounds, dtype = case["bounds"], case["dtype"]
+        mine = slice(bounds[rank], bounds[rank + 1])
+        want = _total(seed, n, bounds[-1], dtype)[mine]
+        assert torch.equal(res["result"][mine], want), f"N={n} rank {rank} bounds={bounds} {dtype}: chunk {rank} is not the sum"
+        _moved(n, rank, res)
 
 
 @pytest.mark.graded(points=1, exercise="ring_reduce_scatter_chunks")
-def test_ring_reduce_scatter_bytes(impl):
-    for n, per_rank in _run(_rs_worker, impl).items():
-        for rank, cases in enumerate(per_rank):
-            for bounds, dtype, _, _, stats in cases:
-                item = torch.empty((), dtype=dtype).element_size()
-                own = (bounds[rank + 1] - bounds[rank]) * item
-                want = 0 if n == 1 else bounds[-1] * item - own
-                assert stats.bytes_sent == want, (f"N={n} rank {rank} bounds={bounds}: sent {stats.bytes_sent} bytes, "
-                                                  f"a ring reduce-scatter sends every chunk but its own once = {want}")
-                assert stats.steps == n - 1, f"N={n}: expected {n - 1} steps, got {stats.steps}"
+def test_ring_reduce_scatter_bytes(impl, seed):
+    for n, rank, case, res in _each(_run(impl, "ring_reduce_scatter_chunks", seed, _rs_cases)):
+        bounds = case["bounds"]
+        item = torch.empty((), dtype=case["dtype"]).element_size()
+        own = (bounds[rank + 1] - bounds[rank]) * item
+        want = 0 if n == 1 else bounds[-1] * item - own
+        stats = _stats(res, n, rank)
+        assert stats["bytes_sent"] == want, (f"N={n} rank {rank} bounds={bounds}: CommStats says {stats['bytes_sent']} "
+                                             f"bytes sent, a ring reduce-scatter sends every chunk but its own once = {want}")
+        assert res["wire"]["bytes_sent"] == want, f"N={n} rank {rank}: {res['wire']['bytes_sent']} bytes went on the wire, want {want}"
+        assert stats["steps"] == n - 1, f"N={n}: expected {n - 1} steps, got {stats['steps']}"
 
 
 # ---- ring all-gather -------------------------------------------------------------------------
 
-def _ag_worker(rank, n, impl):
-    _forbid_builtin_collectives()
-    out = []
-    for bounds in _bounds_cases(n):
-        length = bounds[-1]
-        buf = torch.full((length,), float("nan"), dtype=torch.float64)
-        mine = slice(bounds[rank], bounds[rank + 1])
-        buf[mine] = _data(rank, length)[mine]
-        want = torch.cat([_data(r, length)[bounds[r]:bounds[r + 1]] for r in range(n)])
-        stats = impl.ring_all_gather_chunks(buf, bounds)
-        out.append((bounds, buf, want, stats))
-    return out
+def _ag_cases(n, seed):
+    cases = []
+    for bounds in _bounds_cases(n, seed):
+        args = []
+        for r in range(n):
+            buf = torch.full((bounds[-1],), float("nan"), dtype=torch.float64)
+            buf[bounds[r]:bounds[r + 1]] = _data(seed, r, bounds[-1])[bounds[r]:bounds[r + 1]]
+            args.append((buf, bounds))
+        cases.append({"bounds": bounds, "args": args})
+    return cases
 
 
 @pytest.mark.graded(points=3, exercise="ring_all_gather_chunks")
-def test_ring_all_gather_collects_every_chunk(impl):
-    for n, per_rank in _run(_ag_worker, impl).items():
-        for rank, cases in enumerate(per_rank):
-            for bounds, got, want, _ in cases:
-                assert torch.equal(got, want), f"N={n} rank {rank} bounds={bounds}: got {got.tolist()}, want {want.tolist()}"
+def test_ring_all_gather_collects_every_chunk(impl, seed):
+    for n, rank, case, res in _each(_run(impl, "ring_all_gather_chunks", seed, _ag_cases)):
+        bounds = case["bounds"]
+        want = torch.cat([_data(seed, r, bounds[-1])[bounds[r]:bounds[r + 1]] for r in range(n)])
+        got = res["result"]
+        assert torch.equal(got, want), f"N={n} rank {rank} bounds={bounds}: got {got.tolist()}, want {want.tolist()}"
+        _moved(n, rank, res)
 
 
 @pytest.mark.graded(points=1, exercise="ring_all_gather_chunks")
-def test_ring_all_gather_bytes(impl):
-    for n, per_rank in _run(_ag_worker, impl).items():
-        for rank, cases in enumerate(per_rank):
-            for bounds, _, _, stats in cases:
-                nxt = (rank + 1) % n
-                want = 0 if n == 1 else (bounds[-1] - (bounds[nxt + 1] - bounds[nxt])) * 8
-                assert stats.bytes_sent == want, f"N={n} rank {rank} bounds={bounds}: sent {stats.bytes_sent}, want {want}"
+def test_ring_all_gather_bytes(impl, seed):
+    for n, rank, case, res in _each(_run(impl, "ring_all_gather_chunks", seed, _ag_cases)):
+        bounds = case["bounds"]
+        nxt = (rank + 1) % n
+        want = 0 if n == 1 else (bounds[-1] - (bounds[nxt + 1] - bounds[nxt])) * 8
+        stats = _stats(res, n, rank)
+        assert stats["bytes_sent"] == want, f"N={n} rank {rank} bounds={bounds}: CommStats says {stats['bytes_sent']}, want {want}"
+        assert res["wire"]["bytes_sent"] == want, f"N={n} rank {rank}: {res['wire']['bytes_sent']} bytes on the wire, want {want}"
 
 
 # ---- ring all-reduce -------------------------------------------------------------------------
@@ -144,109 +165,110 @@ def test_ring_all_gather_bytes(impl):
 SHAPES = ((1,), (7,), (3, 5), (2, 1, 3), (13,))
 
 
-def _ar_worker(rank, n, impl):
-    _forbid_builtin_collectives()
-    out = []
+def _ar_cases(n, seed):
+    cases = []
     for shape in SHAPES:
         length = int(torch.tensor(shape).prod())
         for dtype in (torch.float64, torch.float32, torch.bfloat16):
-            t = _data(rank, length, dtype, seed=3).reshape(shape)
-            stats = impl.ring_all_reduce(t)
-            out.append((shape, dtype, t, _total(n, length, dtype, seed=3).reshape(shape), stats))
-    return out
+            cases.append({"shape": shape, "dtype": dtype,
+                          "args": [(_data(seed, r, length, dtype).reshape(shape),) for r in range(n)]})
+    return cases
 
 
 @pytest.mark.graded(points=2, exercise="ring_all_reduce")
-def test_ring_all_reduce_matches_sum(impl):
-    for n, per_rank in _run(_ar_worker, impl).items():
-        for rank, cases in enumerate(per_rank):
-            for shape, dtype, got, want, _ in cases:
-                assert got.shape == want.shape and torch.equal(got, want), f"N={n} rank {rank} shape={shape} {dtype}"
+def test_ring_all_reduce_matches_sum(impl, seed):
+    for n, rank, case, res in _each(_run(impl, "ring_all_reduce", seed, _ar_cases)):
+        shape, dtype = case["shape"], case["dtype"]
+        want = _total(seed, n, int(torch.tensor(shape).prod()), dtype).reshape(shape)
+        got = res["result"]
+        assert got.shape == want.shape and torch.equal(got, want), f"N={n} rank {rank} shape={shape} {dtype}"
+        _moved(n, rank, res)
 
 
 @pytest.mark.graded(points=2, exercise="ring_all_reduce")
-def test_ring_all_reduce_bytes_and_steps(impl):
-    for n, per_rank in _run(_ar_worker, impl).items():
-        total_sent = {}
-        for rank, cases in enumerate(per_rank):
-            for shape, dtype, got, _, stats in cases:
-                item = got.element_size()
-                c = [(b1 - b0) * item for b0, b1 in zip(chunk_bounds(got.numel(), n), chunk_bounds(got.numel(), n)[1:])]
-                s = got.numel() * item
-                want = 0 if n == 1 else 2 * s - c[rank] - c[(rank + 1) % n]
-                assert stats.bytes_sent == want, f"N={n} rank {rank} shape={shape}: sent {stats.bytes_sent}, want {want}"
-                assert stats.steps == 2 * (n - 1), f"N={n}: expected 2(N-1) = {2 * (n - 1)} steps, got {stats.steps}"
-                total_sent[(shape, dtype)] = total_sent.get((shape, dtype), 0) + stats.bytes_sent
-        for (shape, dtype), sent in total_sent.items():
-            s = int(torch.tensor(shape).prod()) * torch.empty((), dtype=dtype).element_size()
-            assert sent == 2 * (n - 1) * s, f"N={n} shape={shape}: total sent {sent} != 2(N-1)·S = {2 * (n - 1) * s}"
+def test_ring_all_reduce_bytes_and_steps(impl, seed):
+    total_sent = {}
+    for n, rank, case, res in _each(_run(impl, "ring_all_reduce", seed, _ar_cases)):
+        shape, dtype = case["shape"], case["dtype"]
+        item = torch.empty((), dtype=dtype).element_size()
+        length = int(torch.tensor(shape).prod())
+        b = chunk_bounds(length, n)
+        c = [(b1 - b0) * item for b0, b1 in zip(b, b[1:])]
+        s = length * item
+        want = 0 if n == 1 else 2 * s - c[rank] - c[(rank + 1) % n]
+        stats = _stats(res, n, rank)
+        assert stats["bytes_sent"] == want, f"N={n} rank {rank} shape={shape}: CommStats says {stats['bytes_sent']}, want {want}"
+        assert res["wire"]["bytes_sent"] == want, f"N={n} rank {rank}: {res['wire']['bytes_sent']} bytes on the wire, want {want}"
+        assert stats["steps"] == 2 * (n - 1), f"N={n}: expected 2(N-1) = {2 * (n - 1)} steps, got {stats['steps']}"
+        key = (n, shape, dtype)
+        total_sent[key] = total_sent.get(key, 0) + res["wire"]["bytes_sent"]
+    for (n, shape, dtype), sent in total_sent.items():
+        s = int(torch.tensor(shape).prod()) * torch.empty((), dtype=dtype).element_size()
+        assert sent == 2 * (n - 1) * s, f"N={n} shape={shape}: total sent {sent} != 2(N-1)·S = {2 * (n - 1) * s}"
 
 
 # ---- tree broadcast --------------------------------------------------------------------------
 
-def _bc_worker(rank, n, impl):
-    _forbid_builtin_collectives()
-    out = []
+def _bc_cases(n, seed):
+    cases = []
     for src in range(n):
         for shape in ((5,), (2, 3)):
-            t = _data(rank, 6, seed=5)[: int(torch.tensor(shape).prod())].reshape(shape).clone()
-            stats = impl.tree_broadcast(t, src)
-            want = _data(src, 6, seed=5)[: t.numel()].reshape(shape)
-            out.append((src, shape, t, want, stats))
-    return out
+            numel = int(torch.tensor(shape).prod())
+            cases.append({"src": src, "shape": shape,
+                          "args": [(_data(seed, r, 6)[:numel].reshape(shape).clone(), src) for r in range(n)]})
+    return cases
 
 
 @pytest.mark.graded(points=2, exercise="tree_broadcast")
-def test_tree_broadcast_copies_root(impl):
-    for n, per_rank in _run(_bc_worker, impl).items():
-        for rank, cases in enumerate(per_rank):
-            for src, shape, got, want, _ in cases:
-                assert torch.equal(got, want), f"N={n} rank {rank} src={src} shape={shape}"
+def test_tree_broadcast_copies_root(impl, seed):
+    for n, rank, case, res in _each(_run(impl, "tree_broadcast", seed, _bc_cases)):
+        src, shape = case["src"], case["shape"]
+        want = _data(seed, src, 6)[: int(torch.tensor(shape).prod())].reshape(shape)
+        assert torch.equal(res["result"], want), f"N={n} rank {rank} src={src} shape={shape}"
+        if rank != src:
+            _moved(n, rank, res)
 
 
 @pytest.mark.graded(points=1, exercise="tree_broadcast")
-def test_tree_broadcast_is_a_binomial_tree(impl):
-    for n, per_rank in _run(_bc_worker, impl).items():
-        for rank, cases in enumerate(per_rank):
-            for src, shape, got, _, stats in cases:
-                v, s = (rank - src) % n, got.numel() * 8
-                children = sum(1 for k in range(n.bit_length()) if v < 2 ** k and v + 2 ** k < n)
-                assert stats.bytes_sent == children * s, \
-                    f"N={n} rank {rank} src={src}: sent {stats.bytes_sent} bytes, a binomial tree sends {children * s}"
-                assert stats.bytes_received == (0 if v == 0 else s)
+def test_tree_broadcast_is_a_binomial_tree(impl, seed):
+    for n, rank, case, res in _each(_run(impl, "tree_broadcast", seed, _bc_cases)):
+        src = case["src"]
+        v, s = (rank - src) % n, res["result"].numel() * 8
+        children = sum(1 for k in range(n.bit_length()) if v < 2 ** k and v + 2 ** k < n)
+        stats = _stats(res, n, rank)
+        for who, counted in (("CommStats", stats), ("the wire", res["wire"])):
+            assert counted["bytes_sent"] == children * s, \
+                f"N={n} rank {rank} src={src}: {who} says {counted['bytes_sent']} bytes sent, a binomial tree sends {children * s}"
+            assert counted["bytes_received"] == (0 if v == 0 else s), f"N={n} rank {rank} src={src}: {who}, bytes received"
 
 
 # ---- recursive doubling ----------------------------------------------------------------------
 
-def _rd_worker(rank, n, impl):
-    _forbid_builtin_collectives()
-    out = []
+def _rd_cases(n, seed):
+    cases = []
     for shape in ((1,), (5,), (3, 4)):
         for dtype in (torch.float64, torch.bfloat16):
             length = int(torch.tensor(shape).prod())
-            t = _data(rank, length, dtype, seed=9).reshape(shape)
-            stats = impl.recursive_doubling_all_reduce(t)
-            out.append((shape, dtype, t, _total(n, length, dtype, seed=9).reshape(shape), stats))
-    return out
+            cases.append({"shape": shape, "dtype": dtype,
+                          "args": [(_data(seed, r, length, dtype).reshape(shape),) for r in range(n)]})
+    return cases
 
 
 @pytest.mark.graded(points=2, exercise="recursive_doubling_all_reduce")
-def test_recursive_doubling_matches_sum(impl):
-    for n, per_rank in _run(_rd_worker, impl).items():
-        for rank, cases in enumerate(per_rank):
-            for shape, dtype, got, want, _ in cases:
-                assert torch.equal(got, want), f"N={n} rank {rank} shape={shape} {dtype}"
+def test_recursive_doubling_matches_sum(impl, seed):
+    for n, rank, case, res in _each(_run(impl, "recursive_doubling_all_reduce", seed, _rd_cases)):
+        shape, dtype = case["shape"], case["dtype"]
+        want = _total(seed, n, int(torch.tensor(shape).prod()), dtype).reshape(shape)
+        assert torch.equal(res["result"], want), f"N={n} rank {rank} shape={shape} {dtype}"
+        _moved(n, rank, res)
 
 
 @pytest.mark.graded(points=1, exercise="recursive_doubling_all_reduce")
-def test_recursive_doubling_bytes(impl):
-    for n, per_rank in _run(_rd_worker, impl).items():
+def test_recursive_doubling_bytes(impl, seed):
+    for n, rank, case, res in _each(_run(impl, "recursive_doubling_all_reduce", seed, _rd_cases)):
         p = 1 << (n.bit_length() - 1)
-        for rank, cases in enumerate(per_rank):
-            for shape, dtype, got, _, stats in cases:
-                s = got.numel() * got.element_size()
-                if rank >= p:
-                    want = s
-                else:
-                    want = (p.bit_length() - 1) * s + (s if rank + p < n else 0)
-                assert stats.bytes_sent == want, f"N={n} rank {rank}: sent {stats.bytes_sent}, want {want}"
+        s = res["result"].numel() * res["result"].element_size()
+        want = s if rank >= p else (p.bit_length() - 1) * s + (s if rank + p < n else 0)
+        stats = _stats(res, n, rank)
+        assert stats["bytes_sent"] == want, f"N={n} rank {rank}: CommStats says {stats['bytes_sent']}, want {want}"
+        assert res["wire"]["bytes_sent"] == want, f"N={n} rank {rank}: {res['wire']['bytes_sent']} bytes on the wire, want {want}"

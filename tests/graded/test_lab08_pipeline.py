@@ -4,8 +4,21 @@ from fractions import Fraction
 import pytest
 import torch
 
+from labkit.grading.static import Policy
 from labkit.pipeline import Action, check_schedule, schedule, simulate
-from labkit.pipeline.executor import MLPConfig, reference_step, run_pipeline
+from labkit.pipeline.executor import MLPConfig, reference_step
+
+POLICY = Policy(labkit_allowed=frozenset({"labkit.pipeline.schedules.Action", "labkit.pipeline.Action"}),
+                references=("labkit.pipeline.schedules.schedule",))
+
+
+def random_p_m(seed, n=6):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        p = int(torch.randint(1, 8, (), generator=g))
+        out.append((p, p + int(torch.randint(0, 10, (), generator=g))))
+    return out
 
 # sizes chosen to break near-misses: a single rank, m == p, m a non-multiple of p, long pipelines
 P_M = [(1, 1), (1, 3), (2, 2), (2, 5), (3, 3), (3, 4), (4, 7), (5, 12), (6, 6)]
@@ -20,8 +33,8 @@ def test_1f1b_is_valid(impl):
 
 
 @pytest.mark.graded(points=2, exercise="schedule_1f1b")
-def test_1f1b_matches_reference_order(impl):
-    for p, m in P_M:
+def test_1f1b_matches_reference_order(impl, seed):
+    for p, m in P_M + random_p_m(seed):
         got = impl.schedule_1f1b(p, m)
         want = schedule("1f1b", p, m)  # equal to what PyTorch's Schedule1F1B executes (tests/test_pipeline_torch.py)
         for r in range(p):
@@ -30,7 +43,7 @@ def test_1f1b_matches_reference_order(impl):
 
 @pytest.mark.graded(points=1, exercise="schedule_1f1b")
 def test_1f1b_memory_and_refusal(impl):
-    res = simulate(impl.schedule_1f1b(4, 9), 1, 2)
+    res = simulate({r: [Action(*a) for a in acts] for r, acts in impl.schedule_1f1b(4, 9).items()}, 1, 2)
     assert res.peak_inflight[0] == 4, "1F1B keeps at most p microbatches in flight on rank 0"
     with pytest.raises(ValueError):
         impl.schedule_1f1b(4, 3)
@@ -48,8 +61,8 @@ def test_bubble_formula_values(impl):
 
 
 @pytest.mark.graded(points=2, exercise="bubble_fraction")
-def test_bubble_formula_matches_simulation(impl):
-    for p, m in [(2, 3), (3, 6), (4, 5), (5, 9)]:
+def test_bubble_formula_matches_simulation(impl, seed):
+    for p, m in [(2, 3), (3, 6), (4, 5), (5, 9)] + random_p_m(seed, 3):
         for kind, v in [("gpipe", 1), ("1f1b", 1), ("interleaved_1f1b", 2), ("interleaved_1f1b", 3)]:
             if kind == "interleaved_1f1b" and m % max(1, m // p):
                 continue
@@ -57,22 +70,25 @@ def test_bubble_formula_matches_simulation(impl):
             assert impl.bubble_fraction(p, m, v) == res.bubble_fraction, (kind, p, m, v)
 
 
-def _check_backward(impl, kind, p, m, v):
-    cfg = MLPConfig(num_stages=p * v, num_microbatches=m, width=6, batch=3 * m, layers_per_stage=1, seed=p + m)
-    run = run_pipeline(schedule(kind, p, m, v), cfg, backward_fn=impl.stage_backward, timeout=25.0)
-    loss, grads = reference_step(cfg)
-    assert abs(run.loss - loss) < 1e-12
-    for s in range(cfg.num_stages):
-        for a, b in zip(run.grads[s], grads[s]):
-            torch.testing.assert_close(a, b, atol=1e-12, rtol=0, msg=f"stage {s} gradient differs")
+def _check_backward(impl, kind, p, m, v, seed):
+    """One real pipeline step with the submission's stage_backward (in its worker) vs one process here."""
+    config = dict(num_stages=p * v, num_microbatches=m, width=6, batch=3 * m, layers_per_stage=1, seed=seed % 10007)
+    sched = {r: [tuple(a) for a in acts] for r, acts in schedule(kind, p, m, v).items()}
+    run = impl.harness("lab08_stage_backward", sched, config, timeout=25.0)
+    loss, grads = reference_step(MLPConfig(**config))
+    assert abs(run["loss"] - loss) < 1e-12, f"{kind} p={p} m={m}: loss {run['loss']} != {loss}"
+    for s in range(p * v):
+        assert len(run["grads"][s]) == len(grads[s]), f"stage {s}: wrong number of gradients"
+        for a, b in zip(run["grads"][s], grads[s]):
+            torch.testing.assert_close(a, b, atol=1e-12, rtol=0, msg=f"{kind} p={p} m={m}: stage {s} gradient differs")
 
 
 @pytest.mark.graded(points=2, exercise="stage_backward")
-def test_stage_backward_gpipe_two_ranks(impl):
-    _check_backward(impl, "gpipe", 2, 3, 1)
+def test_stage_backward_gpipe_two_ranks(impl, seed):
+    _check_backward(impl, "gpipe", 2, 3, 1, seed)
 
 
 @pytest.mark.graded(points=2, exercise="stage_backward")
-def test_stage_backward_1f1b_and_interleaved(impl):
-    _check_backward(impl, "1f1b", 3, 4, 1)
-    _check_backward(impl, "interleaved_1f1b", 2, 4, 2)
+def test_stage_backward_1f1b_and_interleaved(impl, seed):
+    _check_backward(impl, "1f1b", 3, 4, 1, seed)
+    _check_backward(impl, "interleaved_1f1b", 2, 4, 2, seed)

@@ -1,0 +1,172 @@
+"""Trusted labkit code that the worker runs *next to* a submission, for what a plain call cannot show.
+
+Each harness takes the submission module first, runs it the way its lab
+does (a Triton launch under the access recorder, collectives on real gloo
+ranks, a pipeline step), and returns plain data: the judge compares that
+data with its own reference. What a harness measures inside the worker
+(bytes on the wire, launches and accesses seen by the recorder) is
+best-effort: the submission shares the process and could tamper with it;
+the static checks of `labkit.grading.static` are the guard on that side.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+GUARD = 64  # elements of NaN guard on each side of a kernel's output
+
+
+# ------------------------------------------------------------------ Lab 04: Triton kernels
+def triton_kernel(module, kernel: str, grid, args: list, constexprs: dict, out_index: int, out_shape,
+                  out_dtype: str, watch: tuple = ()):
+    """Launch ``module.<kernel>[grid](*args, **constexprs)`` with ``args[out_index]`` a fresh NaN-filled output.
+
+    An argument given as ``("t", tensor)`` is passed as ``tensor.t()`` (a strided view).
+    Returns {"out": output, "guard_intact": nothing written outside it, "recorded": whether the
+    interpreter's recorder ran, and then "launches", "out_of_bounds" (first 3), "n_out_of_bounds",
+    "masked_stores" (on the output), "counts" {(name, kind): per-element counts} for the output and
+    each name in ``watch``, "owner" (program that stored each output element)}.
+    """
+    import torch
+    import triton
+
+    from labkit.kernels.checks import interpreting
+    from labkit.kernels.record import record
+
+    from triton.runtime.interpreter import InterpretedFunction
+
+    fn = getattr(module, kernel, None)
+    if type(fn) not in (triton.runtime.jit.JITFunction, InterpretedFunction):
+        raise TypeError(f"{kernel} must be a @triton.jit kernel, got {type(fn).__name__}")
+    dev = "cpu" if interpreting() else "cuda"
+    dtype = getattr(torch, out_dtype)
+    n = int(np.prod(out_shape))
+    buf = torch.full((n + 2 * GUARD,), float("nan"), dtype=dtype, device=dev)
+    out = buf[GUARD:GUARD + n].view(tuple(out_shape))
+    real = []
+    for i, a in enumerate(args):
+        if i == out_index:
+            real.append(out)
+        elif isinstance(a, tuple) and len(a) == 2 and a[0] == "t":
+            real.append(a[1].to(dev).t())
+        elif isinstance(a, torch.Tensor):
+            real.append(a.to(dev))
+        else:
+            real.append(a)
+    with (record() if dev == "cpu" else contextlib.nullcontext()) as rec:
+        fn[tuple(grid)](*real, **constexprs)
+    result = {"out": out.cpu(), "recorded": rec is not None,
+              "guard_intact": bool(torch.isnan(buf[:GUARD]).all() and torch.isnan(buf[-GUARD:]).all())}
+    if rec is None:
+        return result
+    out_name = list(rec.launches[-1].tensors)[out_index] if rec.launches else ""
+    names = [out_name, *watch]
+    result.update(
+        launches=len(rec.launches),
+        out_name=out_name,
+        out_of_bounds=[(a.kind, a.tensor, a.pid, a.oob_offsets[:4].tolist()) for a in rec.out_of_bounds[:3]],
+        n_out_of_bounds=len(rec.out_of_bounds),
+        masked_stores=rec.n_masked("store", out_name) if rec.launches else 0,
+        counts={(t, kind): rec.counts(t, kind) for t in names for kind in ("load", "store")} if rec.launches else {},
+        owner=rec.owner(out_name) if rec.launches else np.zeros(0, np.int64),
+    )
+    return result
+
+
+# ------------------------------------------------------------------ Lab 05: collectives on gloo ranks
+_COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+                "reduce_scatter_tensor", "gather", "scatter", "all_to_all", "all_to_all_single",
+                "_all_gather_base", "_reduce_scatter_base", "all_gather_object", "broadcast_object_list")
+_PG_METHODS = ("allreduce", "allreduce_coalesced", "allgather", "allgather_coalesced", "_allgather_base",
+               "broadcast", "reduce", "reduce_scatter", "_reduce_scatter_base", "alltoall", "alltoall_base",
+               "gather", "scatter")
+
+
+def _forbid_builtin_collectives() -> None:
+    import torch.distributed as dist
+
+    def forbidden(*args, **kwargs):
+        raise RuntimeError("built-in torch.distributed collectives are not allowed in this lab; "
+                           "use exchange / isend / irecv")
+
+    for name in _COLLECTIVES:
+        if hasattr(dist, name):
+            setattr(dist, name, forbidden)
+    for name in _PG_METHODS:
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(dist.ProcessGroup, name, forbidden)
+
+
+class _Wire:
+    """Counts the payload bytes of every point-to-point call made through torch.distributed."""
+
+    def __init__(self):
+        import torch.distributed as dist
+
+        self.sent = self.received = self.messages = 0
+        for name, kind in (("isend", "send"), ("send", "send"), ("irecv", "recv"), ("recv", "recv")):
+            setattr(dist, name, self._wrap(getattr(dist, name), kind))
+
+    def _wrap(self, original, kind):
+        def counted(*args, **kwargs):
+            tensor = args[0] if args else kwargs.get("tensor")
+            nbytes = tensor.numel() * tensor.element_size()
+            if kind == "send":
+                self.sent += nbytes
+                self.messages += 1
+            else:
+                self.received += nbytes
+            return original(*args, **kwargs)
+        return counted
+
+    def take(self) -> dict:
+        out = {"bytes_sent": self.sent, "bytes_received": self.received, "messages": self.messages}
+        self.sent = self.received = self.messages = 0
+        return out
+
+
+def _stats_data(stats) -> dict | str:
+    keys = ("bytes_sent", "bytes_received", "messages", "steps")
+    try:
+        return {k: int(getattr(stats, k)) for k in keys}
+    except Exception:  # noqa: BLE001 - whatever the submission returned
+        return f"not a CommStats: {type(stats).__name__}"
+
+
+def _collective_rank(rank, world_size, module, fn_name, cases):
+    wire = _Wire()
+    _forbid_builtin_collectives()
+    fn = getattr(module, fn_name)
+    out = []
+    for per_rank in cases:
+        args = list(per_rank[rank])
+        stats = fn(*args)
+        out.append({"result": args[0].clone(), "stats": _stats_data(stats), "wire": wire.take()})
+    return out
+
+
+def lab05_collective(module, fn_name: str, world_size: int, cases: list, timeout: float = 45.0):
+    """Run ``module.<fn_name>(*cases[c][rank])`` on ``world_size`` gloo ranks for each case c.
+
+    Built-in collectives are disabled on the ranks and every isend/irecv/send/recv
+    is counted. Returns per rank a list over cases of {"result": the first argument
+    after the call, "stats": the CommStats returned (as a dict), "wire": bytes and
+    messages counted at torch.distributed}.
+    """
+    from labkit.dist import launch
+
+    return launch(_collective_rank, world_size, module, fn_name, cases, backend="gloo", timeout=timeout,
+                  quiet=True)
+
+
+# ------------------------------------------------------------------ Lab 08: a real pipeline step
+def lab08_stage_backward(module, sched: dict, config: dict, timeout: float = 25.0):
+    """One pipeline step of ``sched`` ({rank: [(stage, kind, microbatch), ...]}) with the submission's
+    ``stage_backward``; returns {"loss": float, "grads": per stage, per parameter tensors}."""
+    from labkit.pipeline.executor import MLPConfig, run_pipeline
+    from labkit.pipeline.schedules import Action
+
+    plan = {int(r): [Action(*a) for a in acts] for r, acts in sched.items()}
+    run = run_pipeline(plan, MLPConfig(**config), backward_fn=module.stage_backward, timeout=timeout)
+    return {"loss": float(run.loss), "grads": [list(g) for g in run.grads]}
