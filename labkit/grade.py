@@ -28,7 +28,13 @@ loop, allocate, print and lie. So:
   ``solutions/`` hidden, a private /tmp, loopback-only networking and their
   own PID namespace; the report says when grading ran without it.
 
-Exit status: 0 after grading (whatever the score), 2 for bad arguments.
+Without bubblewrap nothing stops a worker that runs as the grader's own user
+from writing the checkout, so the grader's own files (labkit/, tests/,
+pyproject.toml, any conftest.py) are compared before and after: a change
+voids the grade.
+
+Exit status: 0 after grading (whatever the score), 2 for bad arguments, 3
+when the grader's own files changed while grading (the grade is void).
 """
 from __future__ import annotations
 
@@ -96,10 +102,37 @@ def check_writable(path: str | None) -> None:
         raise UsageError(f"--gradescope {path}: cannot write there ({e.strerror or e})") from None
 
 
+def trusted_state() -> dict[str, tuple]:
+    """(size, mtime, mode) of the files the judge trusts: labkit/, tests/, pyproject.toml, any conftest.py."""
+    root = grading.REPO_ROOT
+    state = {}
+    for top in ("labkit", "tests"):
+        for dirpath, dirnames, filenames in os.walk(root / top):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for f in filenames:
+                p = Path(dirpath) / f
+                st = p.stat()
+                state[str(p.relative_to(root))] = (st.st_size, st.st_mtime_ns, st.st_mode)
+    for p in (root / "pyproject.toml", root / "conftest.py"):
+        if p.exists():
+            st = p.stat()
+            state[p.name] = (st.st_size, st.st_mtime_ns, st.st_mode)
+    return state
+
+
+def check_trusted_files() -> None:
+    """UsageError if the judge's own test folder holds files that no checkout should (a planted conftest)."""
+    root = grading.REPO_ROOT
+    planted = [p for p in (root / "conftest.py", root / "tests" / "conftest.py", grading.GRADED_TESTS / "conftest.py")
+               if p.exists()]
+    if planted:
+        raise UsageError(f"{planted[0]} should not exist (it would change how tests are judged); remove it")
+
+
 def run_graded_tests(impl: str, lab: str | None = None, verbose: bool = False,
                      test_files: list[Path] | None = None, exercises: list[str] | None = None,
                      seed: int | None = None, exercise_s: float = DEFAULT_EXERCISE_S, lab_s: float = DEFAULT_LAB_S,
-                     require_sandbox: bool = False) -> dict:
+                     require_sandbox: bool = False, memory_mb: int = 4096) -> dict:
     """Run the judge (pytest over the graded tests) against ``impl``.
 
     Returns {"tests": one dict per graded test (see the plugin), "seed": ..., "sandbox": ...}.
@@ -121,7 +154,7 @@ def run_graded_tests(impl: str, lab: str | None = None, verbose: bool = False,
             report.unlink(missing_ok=True)
             cmd = [sys.executable, "-m", "pytest", *targets, "-c", str(grading.REPO_ROOT / "pyproject.toml"),
                    "-p", "no:cacheprovider", "--impl", impl, "--grade-report", str(report),
-                   "--exercise-timeout", str(exercise_s), "--lab-timeout", str(lab_s),
+                   "--exercise-timeout", str(exercise_s), "--lab-timeout", str(lab_s), "--memory-mb", str(memory_mb),
                    "--no-header", "-q" if verbose else "-qq", "-rf" if verbose else "-rN",
                    *(["--grade-seed", str(meta["seed"])] if meta["seed"] is not None else []),
                    *(["--require-sandbox"] if require_sandbox else []),
@@ -220,25 +253,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="grading seed (default: random; printed with the table)")
     ap.add_argument("--exercise-timeout", type=float, default=DEFAULT_EXERCISE_S, help="worker seconds per exercise")
     ap.add_argument("--lab-timeout", type=float, default=DEFAULT_LAB_S, help="worker seconds per lab")
+    ap.add_argument("--memory-mb", type=int, default=4096, help="memory limit of one worker's processes (MiB)")
     ap.add_argument("--require-sandbox", action="store_true", help="refuse to grade without bubblewrap")
     ap.add_argument("-v", "--verbose", action="store_true", help="show pytest's output")
     a = ap.parse_args(argv)
     try:
         impl, lab = check_impl(a.impl), check_lab(a.lab)
         check_writable(a.gradescope)
+        check_trusted_files()
+        before = trusted_state()
         if a.require_sandbox:
             from labkit.grading.sandbox import Sandbox
 
             Sandbox.best(require=True)
         result = run_graded_tests(impl, lab, a.verbose, exercises=a.exercise, seed=a.seed,
                                   exercise_s=a.exercise_timeout, lab_s=a.lab_timeout,
-                                  require_sandbox=a.require_sandbox)
+                                  require_sandbox=a.require_sandbox, memory_mb=a.memory_mb)
         rows = score_table(result)
         if not rows:
             raise UsageError(f"no graded tests for exercise(s) {a.exercise} in lab {lab or 'any'}")
     except (UsageError, RuntimeError) as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
+    after = trusted_state()
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    if changed:
+        print(f"grade: the grader's own files changed while grading ({', '.join(changed[:3])}): the grade is void; "
+              "restore the checkout and grade with bubblewrap installed", file=sys.stderr)
+        return 3
     print(f"implementation: {a.impl}")
     print(f"grading seed: {result['seed']}   sandbox: {result['sandbox']}")
     print(format_table(rows))

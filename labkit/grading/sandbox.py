@@ -78,7 +78,8 @@ class Sandbox:
 
     @classmethod
     def best(cls, limits: Limits | None = None, require: bool = False) -> "Sandbox":
-        kind = "bubblewrap" if bwrap_path() else "none"
+        """bubblewrap when it works here, else none; ``LABKIT_SANDBOX=none`` forces none (to test that mode)."""
+        kind = "bubblewrap" if bwrap_path() and os.environ.get("LABKIT_SANDBOX") != "none" else "none"
         if require and kind == "none":
             raise RuntimeError("grade: --require-sandbox was given but bubblewrap (bwrap) is not installed or "
                                "does not work here (apt-get install bubblewrap)")
@@ -88,9 +89,14 @@ class Sandbox:
         if self.kind == "bubblewrap":
             return ("bubblewrap: read-only filesystem, private /tmp, solutions/ hidden, loopback-only network, "
                     "own PID namespace")
-        who = "user nobody, " if os.geteuid() == 0 else ""
-        return (f"NONE (bubblewrap not available): workers ran as {who}own process group; "
+        who = "user nobody" if self.runs_as_nobody() else "the grader's own user"
+        return (f"NONE (bubblewrap not available): workers ran as {who} in their own process group; "
                 "install bubblewrap for a read-only filesystem and a private network")
+
+    def runs_as_nobody(self) -> bool:
+        """Without bubblewrap, root hands workers to user nobody when nobody can reach Python and labkit."""
+        return self.kind == "none" and os.geteuid() == 0 and _reachable_by_others(Path(sys.executable)) \
+            and _reachable_by_others(REPO_ROOT / "labkit" / "__init__.py")
 
     # ------------------------------------------------------------ start
     def start(self, argv: list[str], submission_dir: Path, env: dict[str, str], pass_fds=()) -> subprocess.Popen:
@@ -102,7 +108,7 @@ class Sandbox:
             drop = None
         else:
             cwd = env["HOME"]
-            drop = _nobody() if os.geteuid() == 0 else None
+            drop = _nobody() if self.runs_as_nobody() else None
             _become_subreaper()
         limits = self.limits
 
@@ -138,7 +144,18 @@ class Sandbox:
 
     def needs_world_readable(self) -> bool:
         """True when workers run as another user and must be able to read the snapshot."""
-        return self.kind == "none" and os.geteuid() == 0
+        return self.runs_as_nobody()
+
+
+def _reachable_by_others(path: Path) -> bool:
+    """Whether a user other than the owner can read ``path`` (and traverse every folder above it)."""
+    path = path.resolve()
+    try:
+        if not path.stat().st_mode & 0o004:
+            return False
+        return all(p.stat().st_mode & 0o001 for p in path.parents)
+    except OSError:
+        return False
 
 
 def _cuda_present() -> bool:
@@ -171,7 +188,9 @@ def _become_subreaper() -> None:
 
 # ------------------------------------------------------------------ process trees
 def _proc_table() -> dict[int, tuple[int, int, int]]:
-    """pid -> (ppid, session id, resident bytes) for every process we can see."""
+    """pid -> (ppid, session id, resident bytes) for every process we can see (empty without /proc)."""
+    if not os.path.isdir("/proc/self"):
+        return {}
     page = os.sysconf("SC_PAGE_SIZE")
     table = {}
     for name in os.listdir("/proc"):

@@ -57,8 +57,9 @@ BANNED_NAMES = {"exec", "eval", "compile", "__import__", "globals", "locals", "b
 BANNED_ATTRS = {"__dict__", "__globals__", "__builtins__", "__code__", "__subclasses__", "__bases__", "__mro__",
                 "__closure__", "__loader__", "__spec__", "f_globals", "f_locals", "f_back", "f_builtins",
                 "_getframe", "gi_frame", "tb_frame", "cr_frame", "system", "popen", "fork", "forkpty",
-                "execv", "execve", "execl", "execlp", "execvp", "execvpe", "spawnv", "spawnl", "spawnve",
-                "posix_spawn", "posix_spawnp", "attrgetter", "methodcaller"}
+                "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe", "spawnv", "spawnve",
+                "spawnvp", "spawnvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe", "posix_spawn", "posix_spawnp",
+                "attrgetter", "methodcaller"}
 DYNAMIC_ATTR_FUNCS = {"getattr", "setattr", "delattr", "hasattr"}
 # torch.distributed's collectives and the objects behind them (unambiguous names: banned on any object)
 COLLECTIVES = {"all_reduce", "allreduce", "all_reduce_coalesced", "allreduce_coalesced", "all_gather",
