@@ -1,7 +1,7 @@
 # MLSys Labs. Two commands on a fresh machine:
 #   make course   set everything up, then open the course in JupyterLab
 #   make test     set everything up, then run the whole test suite
-# Other targets: make setup | make grade [IMPL=exercises LAB=05] | make notebooks | make bench
+# Other targets: make setup | make grade [IMPL=exercises LAB=05] | make autograder | make notebooks | make bench
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -10,13 +10,18 @@ STAMP  := $(VENV)/.labkit-installed
 IMPL   ?= exercises
 LAB    ?=
 
-.PHONY: setup course test grade notebooks bench clean
+.PHONY: setup course test grade autograder notebooks bench clean
 
 setup: $(STAMP)
 
 # torch==2.13.0 resolves to the local CPU wheel where one is provided (as on the
 # course machines) and to the CUDA build from the registry on a GPU box.
+# The grader sandboxes submissions with bubblewrap; install it where apt-get can (as root), else say so.
 $(STAMP): pyproject.toml
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		{ apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+		  { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; }; }; } || \
+		echo "note: bubblewrap is not installed; the grader will run submissions without its sandbox"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
@@ -36,6 +41,10 @@ test: setup
 
 grade: setup
 	$(PY) -m labkit.grade --impl $(IMPL) $(if $(LAB),--lab $(LAB),)
+
+# Gradescope's autograder zip (setup.sh, run_autograder, the course's source): upload build/autograder.zip.
+autograder: setup
+	$(PY) -m labkit.grading.gradescope build build/autograder.zip
 
 # Rebuild every notebook from notebooks/_src and execute it (stores outputs for nbval).
 notebooks: setup
