@@ -17,7 +17,13 @@ Guarantees (each is tested in tests/test_dist.py):
   carrying its traceback; a rank that hangs ends it with `TimeoutError`
   naming the ranks that had not returned (and where they were) after
   ``timeout`` seconds; a rank that dies (signal, os._exit) is named too;
-- every rank process is gone when `launch` returns or raises.
+- every rank process, and anything a rank started, is gone when `launch`
+  returns or raises (each rank leads its own process group); a caller
+  stopped by SIGTERM cleans up too, and a caller killed outright leaves a
+  temporary folder that the next launch removes;
+- a rank that dies without a Python traceback (a signal, gloo's abort on
+  mismatched sizes) is reported with the tail of what it wrote to stderr;
+- launching from inside a rank is refused with a one-line error.
 
 What a rank prints is captured and printed by the caller afterwards, prefixed
 with ``[rank r]``, in rank order (so notebook output is deterministic).
@@ -28,20 +34,28 @@ import contextlib
 import datetime
 import faulthandler
 import io
+import math
 import multiprocessing as mp
 import multiprocessing.connection
 import os
 import pickle
+import shutil
 import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Any, Callable
 
+from labkit.proctree import kill_below
+
 __all__ = ["launch", "RankError", "device", "default_backend"]
 
+_RANK_ENV = "LABKIT_RANK"
+_DIR_PREFIX = "labkit-launch-"
+_STDERR_TAIL = 1500   # characters of a dead rank's stderr kept in its error
 _JOIN_GRACE_S = 2.0   # how long finished ranks get to tear their group down before being killed
 _ERROR_GRACE_S = 0.3  # after a first failure, how long to wait for earlier-timestamped ones
 
@@ -106,6 +120,11 @@ def _send(conn, payload: tuple) -> None:
 
 def _rank_main(rank, world_size, backend, timeout, threads, workdir, fn, args, conn):
     _die_with_parent()
+    os.setpgid(0, 0)  # a process group of our own: whatever this rank starts can be killed with it
+    err = os.open(os.path.join(workdir, f"stderr{rank}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(err, 2)   # C++ aborts (gloo) and warnings land here; the caller relays them
+    os.close(err)
+    os.environ[_RANK_ENV] = str(rank)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_ifname())
     os.environ["OMP_NUM_THREADS"] = str(threads)
     out = io.StringIO()
@@ -144,8 +163,8 @@ def _check_args(fn, world_size, backend, timeout):
         raise TypeError(f"launch: fn must be callable as fn(rank, world_size, *args), got {type(fn).__name__}")
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"launch: world_size must be an integer >= 1, got {world_size!r}")
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"launch: timeout must be a positive number of seconds, got {timeout!r}")
+    if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"launch: timeout must be a finite positive number of seconds, got {timeout!r}")
     if backend == "auto":
         backend = default_backend(world_size)
     if backend not in ("gloo", "nccl"):
@@ -188,8 +207,10 @@ def _where_stuck(stack_file: str) -> str:
     except OSError:
         return ""
     # faulthandler prints innermost first; report the innermost frame that is
-    # neither torch's nor this launcher's: the learner's own line.
-    user = [fr for fr in frames if "labkit/dist.py" not in fr and f"{os.sep}torch{os.sep}" not in fr]
+    # neither torch's nor labkit's: the learner's own line.
+    labkit_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    user = [fr for fr in frames if labkit_dir not in fr and f"{os.sep}torch{os.sep}" not in fr
+            and f"{os.sep}multiprocessing{os.sep}" not in fr]
     return f" at {user[0]}" if user else ""
 
 
@@ -204,15 +225,68 @@ def _locate(stuck, procs, tmp) -> dict[int, str]:
 
 
 def _stop(procs, grace: float) -> None:
-    """Give ranks ``grace`` seconds to exit by themselves, then kill what is left and reap all."""
+    """Give ranks ``grace`` seconds to exit by themselves, then kill what is left, and everything
+    the ranks started (their process groups and, while a rank lives, its descendants), and reap all."""
     deadline = time.monotonic() + grace
     for p in procs:
         p.join(timeout=max(0.0, deadline - time.monotonic()))
     for p in procs:
+        if p.pid is None:
+            continue
         if p.is_alive():
+            kill_below(p.pid)
             p.kill()
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     for p in procs:
-        p.join(timeout=5)
+        if p.pid is not None:
+            p.join(timeout=5)
+
+
+def _sweep_stale_folders() -> None:
+    """Remove launch folders left by callers that were killed outright (their pid is gone)."""
+    tmp = tempfile.gettempdir()
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return
+    for name in names:
+        parts = name[len(_DIR_PREFIX):].split("-", 1)
+        if not name.startswith(_DIR_PREFIX) or not parts[0].isdigit() or int(parts[0]) == os.getpid():
+            continue
+        try:
+            os.kill(int(parts[0]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+@contextlib.contextmanager
+def _sigterm_cleans_up():
+    """While launching, SIGTERM raises SystemExit so that ranks and the temp folder are cleaned up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _check_not_nested() -> None:
+    rank = os.environ.get(_RANK_ENV)
+    if rank is not None or mp.current_process().daemon:
+        where = f"rank {rank}" if rank is not None else "a daemonic process"
+        raise RuntimeError(f"launch: nesting is not supported: launch was called from inside {where}; "
+                           "launch once from the notebook or script and do the work inside fn")
 
 
 def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "auto",
@@ -226,6 +300,7 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     Raises RankError (a rank raised or died), TimeoutError (ranks still running
     after ``timeout``), ValueError/TypeError (bad arguments).
     """
+    _check_not_nested()
     backend = _check_args(fn, world_size, backend, timeout)
     method = _start_method(backend)
     if method == "spawn":
@@ -233,7 +308,8 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     ctx = mp.get_context(method)
     threads = max(1, (os.cpu_count() or 1) // world_size)
     clean = False
-    with tempfile.TemporaryDirectory(prefix="labkit-launch-") as tmp:
+    _sweep_stale_folders()
+    with _sigterm_cleans_up(), tempfile.TemporaryDirectory(prefix=f"{_DIR_PREFIX}{os.getpid()}-") as tmp:
         procs, conns = [], []
         try:
             for r in range(world_size):
@@ -253,10 +329,16 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
             _stop(procs, grace=_JOIN_GRACE_S if clean else 0.0)
             for c in conns:
                 c.close()
+        stderr = {r: _read(os.path.join(tmp, f"stderr{r}")) for r in range(world_size)}
+    errors = [(t, r, kind, msg + _tail(stderr[r]) if kind == "RankDied" else msg, tb)
+              for t, r, kind, msg, tb in errors]
     if not quiet:
         for r in sorted(outputs):
             for line in outputs[r].splitlines():
                 print(f"[rank {r}] {line}")
+        for r in sorted(stderr):
+            for line in stderr[r].splitlines():
+                print(f"[rank {r}] {line}", file=sys.stderr)
     if errors:
         # A peer's death or exception makes the others fail with network errors
         # moments later: report a root cause first, the earliest among equals.
@@ -270,6 +352,21 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
             "that skips a collective the others call."
         )
     return [results[r] for r in range(world_size)]
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _tail(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return ""
+    return "; its stderr ended with: " + text[-_STDERR_TAIL:].replace("\n", " | ")
 
 
 def _collect(procs, conns, timeout):

@@ -179,7 +179,8 @@ def test_two_launches_at_once_do_not_collide():
 @pytest.mark.parametrize("bad, err, text", [
     (dict(world_size=0), ValueError, "world_size must be an integer >= 1"),
     (dict(world_size=2.0), ValueError, "world_size must be an integer >= 1"),
-    (dict(world_size=2, timeout=0), ValueError, "timeout must be a positive"),
+    (dict(world_size=2, timeout=0), ValueError, "timeout must be a finite positive"),
+        (dict(world_size=2, timeout=float("inf")), ValueError, "timeout must be a finite positive"),
     (dict(world_size=2, backend="mpi"), ValueError, "backend must be"),
 ])
 def test_bad_arguments_get_one_line_errors(bad, err, text):
@@ -224,3 +225,136 @@ def test_spawned_ranks_work_too(monkeypatch):
     assert [o["sum"] for o in out] == [3.0, 3.0]
     with pytest.raises(TypeError, match="cannot be sent to spawned ranks"):
         launch(lambda r, w: r, 2)
+
+
+# ---- probes: each bad situation ends in one clear error, and nothing is left behind
+
+def _nested(rank, ws):
+    return launch(lambda r, w: r, 2)
+
+
+def test_nesting_is_refused_in_one_line():
+    with pytest.raises(RankError) as info:
+        launch(_nested, 1, timeout=30)
+    assert info.value.exc_type == "RuntimeError" and "nesting is not supported" in str(info.value)
+    assert "daemonic" not in str(info.value)
+
+
+def _size_mismatch(rank, ws):
+    t = torch.zeros(3 if rank == 0 else 5)
+    dist.all_reduce(t)   # gloo aborts the process on mismatched sizes
+
+
+def test_a_rank_that_aborts_shows_its_stderr():
+    with pytest.raises(RankError) as info:
+        launch(_size_mismatch, 2, timeout=30, quiet=True)
+    msg = str(info.value)
+    assert info.value.exc_type in ("RankDied", "RuntimeError", "DistBackendError"), msg
+    if info.value.exc_type == "RankDied":
+        assert "stderr ended with" in msg, msg
+
+
+def _ring_without_modulo(rank, ws):
+    from labkit.collectives import CommStats, exchange
+
+    t = torch.ones(4)
+    exchange(CommStats(), send=t, dst=rank + 1, recv=torch.empty(4), src=rank - 1)
+
+
+def test_exchange_with_out_of_range_peers_is_a_clear_error():
+    t0 = time.monotonic()
+    with pytest.raises(RankError) as info:
+        launch(_ring_without_modulo, 3, timeout=30)
+    assert time.monotonic() - t0 < 15          # no hang, no segfault
+    msg = str(info.value).splitlines()[0]
+    assert "must be an int rank in [0, 3)" in msg and "% world_size" in msg, msg
+
+
+def _to_myself(rank, ws):
+    from labkit.collectives import CommStats, exchange
+
+    exchange(CommStats(), send=torch.ones(2), dst=rank)
+
+
+def test_exchange_with_yourself_is_a_clear_error():
+    with pytest.raises(RankError, match="is this rank itself"):
+        launch(_to_myself, 2, timeout=30)
+
+
+def _hang_in_exchange(rank, ws):
+    from labkit.collectives import CommStats, exchange
+
+    if rank == 0:
+        exchange(CommStats(), recv=torch.empty(2), src=1)   # rank 1 never sends: the learner's line
+
+
+def test_a_hang_names_the_learners_line_not_labkit():
+    with pytest.raises(TimeoutError) as info:
+        launch(_hang_in_exchange, 2, timeout=3)
+    msg = str(info.value)
+    assert "test_dist.py" in msg and "p2p.py" not in msg, msg
+
+
+def _spawn_sleeper(rank, ws, tmp):
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=(rank == 1))
+    with open(os.path.join(tmp, f"child{rank}"), "w") as f:
+        f.write(str(child.pid))
+    time.sleep(600)
+
+
+def test_a_ranks_own_subprocesses_do_not_outlive_a_timed_out_launch(tmp_path):
+    with pytest.raises(TimeoutError):
+        launch(_spawn_sleeper, 2, str(tmp_path), timeout=3)
+    time.sleep(0.5)
+    for r in range(2):
+        pid = int((tmp_path / f"child{r}").read_text())
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            continue
+        assert state == "Z", f"rank {r}'s child {pid} is still running"
+
+
+CALLER = """
+import sys, time
+sys.path.insert(0, {root!r})
+from labkit.dist import launch
+def sleep(rank, ws):
+    time.sleep(600)
+print("started", flush=True)
+launch(sleep, 2, timeout=300)
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_killed_caller_leaves_no_ranks_or_folders(tmp_path, how):
+    import signal
+    import subprocess
+    import tempfile
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    caller = subprocess.Popen([sys.executable, "-c", CALLER.format(root=root)], stdout=subprocess.PIPE, text=True)
+    assert caller.stdout.readline().strip() == "started"
+    mine = f"labkit-launch-{caller.pid}-"
+    deadline = time.monotonic() + 30
+    while not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(mine)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)                                        # ranks are up
+    caller.send_signal(getattr(signal, how))
+    caller.wait(timeout=30)
+    if how == "SIGKILL":                                   # nothing could clean up: the next launch does
+        launch(lambda r, w: r, 1)
+    time.sleep(0.5)
+    assert not [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(mine)]
+    for pid in filter(str.isdigit, os.listdir("/proc")):   # forked ranks carry the caller's command line
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        assert not (b"time.sleep(600)" in cmd and state != "Z"), f"rank {pid} of the killed caller lives on"

@@ -62,8 +62,10 @@ def exchange(stats: CommStats, send: torch.Tensor | None = None, dst: int | None
 
     Either half may be omitted (None). Empty tensors are skipped on both sides
     (both sides know the sizes, so they agree). ``send`` and ``recv`` must be
-    contiguous. Counts bytes, messages and one step in ``stats``.
+    contiguous. Counts bytes, messages and one step in ``stats``. ``dst`` and ``src``
+    must be other ranks of the group (a ring's neighbours are ``(rank ± 1) % world_size``).
     """
+    _check_peers("exchange", send, dst, recv, src)
     requests = []
     if send is not None and send.numel() > 0:
         if not send.is_contiguous():
@@ -96,8 +98,9 @@ def exchange_pipelined(stats: CommStats, send: torch.Tensor, dst: int, recv: tor
     reduce-scatter can add segment j while segment j+1 is on the wire. Both
     sides must use the same ``segment``. Each segment is one message.
     """
-    if segment < 1:
-        raise ValueError(f"exchange_pipelined: segment must be >= 1 element, got {segment}")
+    if isinstance(segment, bool) or not isinstance(segment, int) or segment < 1:
+        raise ValueError(f"exchange_pipelined: segment must be an int >= 1 element, got {segment!r}")
+    _check_peers("exchange_pipelined", send, dst, recv, src)
     sends, recvs = [], []
     for a in range(0, send.numel(), segment):
         piece = send[a:a + segment]
@@ -139,10 +142,24 @@ def check_tensor(t, where: str, name: str = "tensor") -> None:
                         f"{', '.join(str(d) for d in SUPPORTED_DTYPES)}")
 
 
+def _check_peers(where: str, send, dst, recv, src) -> None:
+    """One-line errors for peers that would segfault gloo (out of range) or hang (yourself, missing)."""
+    rank, n = group_info(where)
+    for tensor, peer, t_name, p_name in ((send, dst, "send", "dst"), (recv, src, "recv", "src")):
+        if tensor is None:
+            continue
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{where}: {t_name} must be a torch.Tensor or None, got {type(tensor).__name__}")
+        check_rank(peer, n, where, p_name)
+        if peer == rank:
+            raise ValueError(f"{where}: {p_name}={peer} is this rank itself; exchange with another rank")
+
+
 def check_rank(r, world_size: int, where: str, name: str) -> None:
     """ValueError unless ``r`` is an int rank in [0, world_size)."""
     if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < world_size:
-        raise ValueError(f"{where}: {name} must be an int rank in [0, {world_size}), got {r!r}")
+        hint = " (use % world_size for ring neighbours)" if isinstance(r, int) and r in (-1, world_size) else ""
+        raise ValueError(f"{where}: {name} must be an int rank in [0, {world_size}), got {r!r}{hint}")
 
 
 @contextlib.contextmanager

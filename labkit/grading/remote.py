@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.grading import codec, static
-from labkit.grading.sandbox import Sandbox, kill_tree, reap_orphans, tree_rss
+from labkit.grading.sandbox import Sandbox, kill_tree, reap_orphans
+from labkit.proctree import tree_rss
 
 MAX_REPLY = 256 << 20        # bytes of one reply
 MAX_OUTPUT = 8 << 10         # characters of worker output kept (the tail) for messages

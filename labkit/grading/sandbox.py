@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.grading import REPO_ROOT
+from labkit.proctree import descendants, proc_table
 
 MOUNT = "/tmp/submission"  # where the submission folder appears inside bubblewrap (read-only)
 _PR_SET_PDEATHSIG = 1
@@ -186,50 +187,6 @@ def _become_subreaper() -> None:
         libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
-# ------------------------------------------------------------------ process trees
-def _proc_table() -> dict[int, tuple[int, int, int]]:
-    """pid -> (ppid, session id, resident bytes) for every process we can see (empty without /proc)."""
-    if not os.path.isdir("/proc/self"):
-        return {}
-    page = os.sysconf("SC_PAGE_SIZE")
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        # fields[0] = state, [1] = ppid, [3] = session, [21] = rss (pages)
-        table[int(name)] = (int(fields[1]), int(fields[3]), int(fields[21]) * page)
-    return table
-
-
-def descendants(pid: int, table=None) -> set[int]:
-    """``pid`` and all processes below it, plus any in its session (a worker's session id is its pid)."""
-    table = table if table is not None else _proc_table()
-    children: dict[int, list[int]] = {}
-    for p, (pp, _, _) in table.items():
-        children.setdefault(pp, []).append(p)
-    found, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        if p in found:
-            continue
-        found.add(p)
-        todo.extend(children.get(p, ()))
-    found |= {p for p, (_, sid, _) in table.items() if sid == pid}
-    return found & (set(table) | {pid})
-
-
-def tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid``'s whole process tree."""
-    table = _proc_table()
-    return sum(table[p][2] for p in descendants(pid, table) if p in table)
-
-
 def kill_tree(proc: subprocess.Popen) -> None:
     """Kill a worker and everything it started; reap it. Safe to call twice."""
     for _ in range(3):
@@ -259,7 +216,7 @@ def reap_orphans(protect: set[int]) -> None:
     """
     me, mine = os.getpid(), os.getsid(0)
     killed = []
-    for p, (pp, sid, _) in _proc_table().items():
+    for p, (pp, sid, _) in proc_table().items():
         if pp == me and p not in protect and sid != mine:
             try:
                 os.kill(p, signal.SIGKILL)
