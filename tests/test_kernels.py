@@ -404,3 +404,122 @@ def test_online_softmax_frame_draws():
     fig = online_softmax_frame(row, tr, 1)
     assert "m = 7.000" in fig.axes[0].get_title()
     plt.close(fig)
+
+
+# ---------------------------------------------------------------- bad block sizes / configs: one-line errors
+def _raises_one_line(exc, match, fn, *args, **kwargs):
+    with pytest.raises(exc, match=match) as excinfo:
+        fn(*args, **kwargs)
+    assert "\n" not in str(excinfo.value), str(excinfo.value)
+
+
+MM_CFG = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2}
+
+
+@pytest.mark.parametrize("change,exc,match", [
+    ({"GROUP_M": 0}, ValueError, r"config\['GROUP_M'\] must be an int in 1\.\.65536, got 0"),
+    ({"GROUP_M": -1}, ValueError, r"config\['GROUP_M'\] must be an int in 1\.\.65536, got -1"),
+    ({"GROUP_M": 2.0}, TypeError, r"config\['GROUP_M'\] must be an int, got float"),
+    ({"GROUP_M": True}, TypeError, r"config\['GROUP_M'\] must be an int, got bool"),
+    ({"BLOCK_M": 8}, ValueError, r"config\['BLOCK_M'\] must be a power of two in 16\.\.256, got 8"),
+    ({"BLOCK_N": 24}, ValueError, r"config\['BLOCK_N'\] must be a power of two in 16\.\.256, got 24"),
+    ({"BLOCK_K": 512}, ValueError, r"config\['BLOCK_K'\] must be a power of two in 16\.\.256, got 512"),
+    ({"BLOCK_K": 16.0}, TypeError, r"config\['BLOCK_K'\] must be an int \(a power of two in 16\.\.256\), got float"),
+    ({"BLOCK_M": -16}, ValueError, r"config\['BLOCK_M'\] must be a power of two"),
+    ({"num_warps": 3}, ValueError, r"config\['num_warps'\] must be a power of two in 1\.\.32"),
+    ({"num_stages": 0}, ValueError, r"config\['num_stages'\] must be an int in 1\.\.8"),
+    ({"BLOCK": 16}, ValueError, r"unknown config key\(s\) 'BLOCK'"),
+    ({"DOT_FP32": True}, ValueError, r"unknown config key\(s\) 'DOT_FP32'"),
+])
+def test_matmul_bad_config_one_line(change, exc, match):
+    _raises_one_line(exc, "matmul: " + match, matmul, rnd(20, 20), rnd(20, 20, seed=1), config={**MM_CFG, **change})
+
+
+def test_matmul_bad_config_type_and_missing_keys():
+    a, b = rnd(4, 4), rnd(4, 4, seed=1)
+    _raises_one_line(TypeError, "matmul: config must be a dict", matmul, a, b, config=[16, 16, 16, 2])
+    _raises_one_line(ValueError, "matmul: config is missing BLOCK_N, BLOCK_K, GROUP_M", matmul, a, b,
+                     config={"BLOCK_M": 16})
+
+
+def test_matmul_valid_configs_still_work():
+    a, b = rnd(37, 29), rnd(29, 45, seed=1)
+    for cfg in ({**MM_CFG, "GROUP_M": 1}, {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 3},
+                {**MM_CFG, "GROUP_M": np.int64(4), "num_warps": 4, "num_stages": 2}):
+        torch.testing.assert_close(matmul(a, b, config=cfg), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_program_tile_and_traffic_bad_input_one_line():
+    _raises_one_line(ValueError, "program_tile: group_m must be an int >= 1, got 0",
+                     program_tile, 0, 64, 64, 16, 16, 0)
+    _raises_one_line(ValueError, r"program_tile: pid must be an int in 0\.\.15, got 16",
+                     program_tile, 16, 64, 64, 16, 16, 2)
+    _raises_one_line(ValueError, "tiled_traffic_elements: block_n must be an int >= 1, got 0",
+                     tiled_traffic_elements, 4, 4, 4, 16, 0)
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(block_m=-16), ValueError, r"block_m must be a power of two in 16\.\.256, got -16"),
+    (dict(block_m=3), ValueError, r"block_m must be a power of two in 16\.\.256, got 3"),
+    (dict(block_m=0), ValueError, r"block_m must be a power of two in 16\.\.256, got 0"),
+    (dict(block_m=8), ValueError, r"block_m must be a power of two in 16\.\.256, got 8"),
+    (dict(block_m=16.0), TypeError, r"block_m must be an int \(a power of two in 16\.\.256\), got float 16\.0"),
+    (dict(block_m=True), TypeError, r"block_m must be an int"),
+    (dict(block_n=-16), ValueError, r"block_n must be a power of two in 16\.\.256, got -16"),
+    (dict(block_m=2**30), ValueError, r"block_m must be a power of two in 16\.\.256, got 1073741824"),
+    (dict(block_n=512), ValueError, r"block_n must be a power of two in 16\.\.256, got 512"),
+    (dict(scale=float("nan")), ValueError, r"scale must be a finite number, got nan"),
+    (dict(scale="x"), TypeError, r"scale must be a real number, got str"),
+    (dict(causal="yes"), TypeError, r"causal must be True or False"),
+])
+def test_attention_bad_tiles_one_line(kwargs, exc, match):
+    q = rnd(1, 1, 8, 16)
+    _raises_one_line(exc, "attention: " + match, attention, q, q, q, **kwargs)
+
+
+def test_attention_valid_tiles_still_work():
+    q, k, v = rnd(1, 2, 20, 16), rnd(1, 2, 37, 16, seed=1), rnd(1, 2, 37, 16, seed=2)
+    ref = attention_reference(q, k, v)
+    for bm, bn in ((16, 16), (32, 16), (16, 64), (np.int64(32), None)):
+        torch.testing.assert_close(attention(q, k, v, block_m=bm, block_n=bn), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn,name", [("add", "block_size"), ("softmax", "block_size"), ("layernorm", "block_size"),
+                                     ("layernorm_backward", "block_size")])
+@pytest.mark.parametrize("value,exc,match", [
+    (0, ValueError, r"must be a power of two in 1\.\.1048576, got 0"),
+    (-4, ValueError, r"must be a power of two in 1\.\.1048576, got -4"),
+    (12, ValueError, r"must be a power of two in 1\.\.1048576, got 12"),
+    (2**21, ValueError, r"must be a power of two in 1\.\.1048576, got 2097152"),
+    (16.0, TypeError, r"must be an int \(a power of two in 1\.\.1048576\), got float 16\.0"),
+    (True, TypeError, r"must be an int \(a power of two in 1\.\.1048576\), got bool True"),
+])
+def test_block_size_checks_one_line(fn, name, value, exc, match):
+    from labkit.kernels.layernorm import layernorm_backward
+
+    x, w = rnd(2, 8), rnd(8, seed=1)
+    call = {"add": lambda: add(x, x, block_size=value),
+            "softmax": lambda: softmax(x, block_size=value),
+            "layernorm": lambda: layernorm(x, w, w, block_size=value),
+            "layernorm_backward": lambda: layernorm_backward(x, x, w, torch.zeros(2, device=DEV),
+                                                             torch.ones(2, device=DEV), block_size=value)}[fn]
+    _raises_one_line(exc, f"{fn}: {name} {match}", call)
+
+
+def test_layernorm_degenerate_shapes_one_line():
+    from labkit.kernels.layernorm import layernorm_backward
+
+    s, w1 = torch.tensor(1.0, device=DEV), rnd(1)
+    _raises_one_line(ValueError, r"layernorm: x must have at least 1 dimension\(s\), got shape \(\) "
+                     r"\(a 0-d tensor\)", layernorm, s, w1, w1)
+    _raises_one_line(ValueError, r"layernorm_backward: dy must have at least 1 dimension", layernorm_backward,
+                     s, s, w1, torch.zeros(1, device=DEV), torch.ones(1, device=DEV))
+    _raises_one_line(ValueError, r"layernorm: x is empty \(shape \(3, 0\)\)", layernorm, rnd(3, 0), rnd(0), rnd(0))
+    _raises_one_line(ValueError, r"layernorm: x is empty \(shape \(0, 4\)\)", layernorm, rnd(0, 4), rnd(4), rnd(4))
+    x, w = rnd(2, 4), rnd(4)
+    _raises_one_line(ValueError, "layernorm: eps must be a finite positive number, got inf", layernorm, x, w, w,
+                     eps=float("inf"))
+    _raises_one_line(ValueError, "layernorm: eps must be a finite positive number, got 0", layernorm, x, w, w, eps=0)
+    _raises_one_line(TypeError, "layernorm: eps must be a real number, got bool", layernorm, x, w, w, eps=True)
+    torch.testing.assert_close(layernorm(rnd(5), rnd(5, seed=1), rnd(5, seed=2)),        # 1-d x: one row
+                               layernorm_reference(rnd(5), rnd(5, seed=1), rnd(5, seed=2)), rtol=1e-5, atol=1e-5)

@@ -202,3 +202,17 @@ def test_blocked_matmul_matches_torch():
         blocked_matmul(np.ones((2, 2)), np.ones((2, 2)), 1)
     with pytest.raises(ValueError, match="inner dimensions"):
         blocked_matmul(torch.ones(2, 3), torch.ones(2, 3), 1)
+
+
+@pytest.mark.parametrize("kind,tiles,exc,msg", [
+    ("cache", {}, TypeError, r"trace\('cache', M, K, N, \.\.\.\) needs the tile argument\(s\) b1, b2"),
+    ("cache", {"b1": 2}, TypeError, r"needs the tile argument\(s\) b2 "),
+    ("register", {"v1": 2}, TypeError, r"trace\('register', M, K, N, \.\.\.\) needs the tile argument\(s\) v2"),
+    ("cache", {"b1": 2, "b2": 2, "v1": 3}, TypeError, r"unexpected tile argument\(s\) v1; it takes b1, b2"),
+    ("cache", {"b1": 0, "b2": 2}, ValueError, "tile size b1 must be >= 1, got 0"),
+    ("diagonal", {}, ValueError, "unknown loop 'diagonal'"),
+])
+def test_trace_bad_tiles_one_line(kind, tiles, exc, msg):
+    with pytest.raises(exc, match=msg) as excinfo:
+        T.trace(kind, 4, 3, 5, **tiles)
+    assert "\n" not in str(excinfo.value)

@@ -85,3 +85,21 @@ def test_traffic_ordering_matches_lecture():
 def test_bad_input(call, exc, msg):
     with pytest.raises(exc, match=msg):
         call()
+
+
+@pytest.mark.parametrize("call,exc,msg", [
+    (lambda: G.gpu_formula("v2", 8, V=0), ValueError, "tile size V must be >= 1, got 0"),
+    (lambda: G.gpu_formula("v1", 8, V=0), ValueError, "tile size V must be >= 1, got 0"),
+    (lambda: G.gpu_formula("v3", 8, L=0), ValueError, "tile size L must be >= 1, got 0"),
+    (lambda: G.gpu_formula("v3", 8, S=-2), ValueError, "tile size S must be >= 1, got -2"),
+    (lambda: G.gpu_formula("v2", 8, V=2.0), TypeError, "tile size V must be a positive int"),
+    (lambda: G.gpu_formula("v1", -1), ValueError, "matrix size N must be >= 0, got -1"),
+    (lambda: G.gpu_formula("v1", 8.0), TypeError, "matrix size N must be an int"),
+    (lambda: G.gpu_formula("v2", 8, V=3), ValueError, "V=3 must divide N=8"),
+    (lambda: G.gpu_formula("v3", 8, V=2, L=6), ValueError, "L=6 must divide N=8"),
+    (lambda: G.simulate("v1", np.ones((4, 4)), np.ones((4, 4)), V=0), ValueError, "tile size V must be >= 1"),
+])
+def test_gpu_formula_bad_tiles_one_line(call, exc, msg):
+    with pytest.raises(exc, match=msg) as excinfo:
+        call()
+    assert "\n" not in str(excinfo.value)

@@ -247,6 +247,72 @@ def test_simulate_bad_inputs():
         simulate(bad, 1, 1)
 
 
+@pytest.mark.parametrize("sched,kwargs,match", [
+    ([Action(0, "F", 0)], {}, "a schedule is a non-empty dict rank -> list of Action, got list"),
+    ({}, {}, r"non-empty dict .*got dict \(empty\)"),
+    ({1: [], 2: []}, {}, r"ranks must be 0\.\.1, got \[1, 2\]"),
+    ({"a": []}, {}, r"ranks \(the schedule's keys\) must be ints 0\.\.0, got 'a'"),
+    ({0: [], "1": []}, {}, r"must be ints 0\.\.1, got '1'"),
+    ({True: []}, {}, r"must be ints 0\.\.0, got True \(bool\)"),
+    ({0: 5}, {}, "rank 0: its actions must be a list of Action.*got int"),
+    ({0: "FB"}, {}, "rank 0: its actions must be a list of Action.*got str"),
+    ({0: [(0, "F")]}, {}, r"rank 0 position 0: \(0, 'F'\) is not an Action\(stage, kind, microbatch\)"),
+    ({0: [[0, "F", 0]]}, {}, r"rank 0 position 0: \[0, 'F', 0\] is not an Action"),
+    ({0: [(0, "F", 0), (0, "X", 0)]}, {}, r"rank 0 position 1: unknown kind 'X'.*expected F, B, I or W"),
+    ({0: [(0, 1, 0)]}, {}, "rank 0 position 0: unknown kind 1"),
+    ({0: [(-1, "F", 0)]}, {}, r"rank 0 position 0: stage must be an int >= 0, got -1"),
+    ({0: [(0.0, "F", 0)]}, {}, r"stage must be an int >= 0, got 0\.0 \(float\)"),
+    ({0: [("0", "F", 0)]}, {}, r"stage must be an int >= 0, got '0' \(str\)"),
+    ({0: [(0, "F", -1)]}, {}, r"microbatch must be an int >= 0, got -1"),
+    ({0: [(0, "F", True)]}, {}, r"microbatch must be an int >= 0, got True \(bool\)"),
+    (schedule("gpipe", 2, 2), {"num_stages": "2"},
+     r"num_stages must be an int >= 1 \(or None to infer it\), got '2'"),
+    (schedule("gpipe", 2, 2), {"num_microbatches": 0}, r"num_microbatches must be an int >= 1"),
+])
+def test_checker_malformed_input_one_line(sched, kwargs, match):
+    with pytest.raises(ScheduleError, match=match) as excinfo:
+        check_schedule(sched, **kwargs)
+    assert "\n" not in str(excinfo.value)
+    assert isinstance(excinfo.value, ValueError)
+    if not kwargs:
+        assert not is_valid(sched)
+
+
+def test_plain_tuples_are_accepted_by_checker_and_simulator():
+    plain = {r: [tuple(a) for a in acts] for r, acts in schedule("1f1b", 2, 3).items()}
+    check_schedule(plain)
+    assert simulate(plain, 1, 2).makespan == simulate(schedule("1f1b", 2, 3), 1, 2).makespan
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(forward_time=float("nan")), ValueError,
+     r"forward_time must be finite \(no NaN or infinity\), got \[nan, nan\]"),
+    (dict(backward_time=[1, float("inf")]), ValueError, r"backward_time must be finite \(no NaN or infinity\)"),
+    (dict(forward_time=-1), ValueError, r"forward_time must be >= 0 seconds, got \[-1, -1\]"),
+    (dict(forward_time=[1, -Fr(1, 2)]), ValueError, r"forward_time must be >= 0 seconds"),
+    (dict(p2p_latency=float("nan")), ValueError, "p2p_latency must be a finite number >= 0 seconds, got nan"),
+    (dict(p2p_latency=float("inf")), ValueError, "p2p_latency must be a finite number >= 0 seconds, got inf"),
+    (dict(p2p_latency=-1), ValueError, "p2p_latency must be a finite number >= 0 seconds, got -1"),
+    (dict(p2p_latency="1"), TypeError, "p2p_latency must be a number of seconds, got str"),
+    (dict(weight_time=float("nan")), ValueError, r"weight_time must be finite"),
+])
+def test_simulate_bad_times_one_line(kwargs, exc, match):
+    args = dict(forward_time=1, backward_time=2)
+    args.update(kwargs)
+    with pytest.raises(exc, match=match) as excinfo:
+        simulate(schedule("1f1b", 2, 2), **args)
+    assert "\n" not in str(excinfo.value)
+
+
+def test_bubble_vs_ideal_zero_times_one_line():
+    r = simulate(schedule("1f1b", 2, 2), 0, 0)
+    assert r.makespan == 0 and r.bubble_fraction == 0
+    with pytest.raises(ValueError, match=r"bubble_vs_ideal: total busy time is 0") as excinfo:
+        r.bubble_vs_ideal()
+    assert "\n" not in str(excinfo.value)
+    assert simulate(schedule("gpipe", 2, 4), 0, 1).bubble_vs_ideal() == Fr(1, 4)   # only B takes time: (p-1)/m
+
+
 # ---------------------------------------------------------------- asynchronous schedules
 
 @pytest.mark.parametrize("p", [1, 2, 3, 4, 6])
@@ -278,6 +344,14 @@ def test_weight_versions_bad_input():
         weight_versions("chimera", 2, 4)
     with pytest.raises(ValueError, match="update_every applies"):
         weight_versions("pipedream", 2, 4, update_every=2)
+    for args, kwargs, exc, match in [(("pipedream", "2", 4), {}, TypeError, "num_stages must be an int"),
+                                     (("pipedream", 2, 4.0), {}, TypeError, "num_microbatches must be an int"),
+                                     (("pipedream", 0, 4), {}, ValueError, "num_stages must be >= 1"),
+                                     (("pipedream_2bw", 2, 4), {"update_every": 0}, ValueError,
+                                      "update_every must be >= 1")]:
+        with pytest.raises(exc, match=match) as excinfo:
+            weight_versions(*args, **kwargs)
+        assert "\n" not in str(excinfo.value)
 
 
 # ---------------------------------------------------------------- drawings

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from labkit.kernels.checks import FLOAT_DTYPES, check_same, check_tensor
+from labkit.kernels.checks import FLOAT_DTYPES, check_block, check_same, check_tensor
 
 
 @triton.jit
@@ -27,7 +27,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
     """Elementwise ``x + y`` for contiguous tensors of equal shape (any number of elements).
 
-    ``block_size`` (elements per program, a power of two) sets the grid:
+    ``block_size`` (elements per program, a power of two in 1..2**20) sets the grid:
     ``ceil(x.numel() / block_size)`` programs.
     """
     check_tensor("add", "x", x, dtypes=FLOAT_DTYPES + (torch.int32, torch.int64))
@@ -35,7 +35,7 @@ def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tenso
     check_same("add", x=x, y=y)
     if x.shape != y.shape:
         raise ValueError(f"add: x has shape {tuple(x.shape)} but y has {tuple(y.shape)}; shapes must match")
-    check_block("add", block_size)
+    block_size = check_block("add", "block_size", block_size)
     out = torch.empty_like(x)
     n = x.numel()
     add_kernel[(triton.cdiv(n, block_size),)](x, y, out, n, BLOCK=block_size)
@@ -44,8 +44,3 @@ def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tenso
 
 def add_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return x + y
-
-
-def check_block(fn: str, block_size: int, name: str = "block_size") -> None:
-    if not isinstance(block_size, int) or block_size < 1 or block_size & (block_size - 1):
-        raise ValueError(f"{fn}: {name} must be a positive power of two, got {block_size!r}")

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
 
-from labkit.kernels.checks import check_same, check_tensor, interpreting
+from labkit.kernels.checks import DOT_MAX, DOT_MIN, check_block, check_real, check_same, check_tensor, interpreting
 
 
 @triton.jit
@@ -77,8 +78,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     """softmax(q k^T * scale [+ causal mask]) v for contiguous (B, H, S, D) tensors; fp32/fp16/bf16.
 
     q: (B, H, S_q, D); k, v: (B, H, S_k, D); any S and D (D <= 256).
-    ``scale`` defaults to 1/sqrt(D). Returns (B, H, S_q, D) in q's dtype;
-    scores, softmax statistics and the accumulator are fp32.
+    ``scale`` (a finite number) defaults to 1/sqrt(D). ``block_m`` / ``block_n``
+    (query / key rows per tile) must be powers of two in 16..256 (``tl.dot``
+    needs >= 16); by default 16 under the interpreter, 128 and 64 or 32 on a GPU.
+    Returns (B, H, S_q, D) in q's dtype; scores, softmax statistics and the
+    accumulator are fp32.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor("attention", name, t, ndim=4)
@@ -92,7 +96,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     Sk = k.shape[2]
     if D > 256:
         raise ValueError(f"attention: head dim {D} > 256 is not supported")
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"attention: causal must be True or False, got {type(causal).__name__} {causal!r}")
+    scale = 1.0 / math.sqrt(D) if scale is None else check_real("attention", "scale", scale)
+    if block_m is not None:
+        block_m = check_block("attention", "block_m", block_m, minimum=DOT_MIN, maximum=DOT_MAX)
+    if block_n is not None:
+        block_n = check_block("attention", "block_n", block_n, minimum=DOT_MIN, maximum=DOT_MAX)
     if interpreting():
         bm, bn, extra = block_m or 16, block_n or 16, {}
     else:

@@ -1,19 +1,27 @@
 """Input validation shared by the kernel wrappers.
 
-Every wrapper checks its tensors here *before* launching anything, so bad
-input gets one clear ValueError/TypeError instead of a crash deep inside
-Triton (or, worse, a silent out-of-bounds read on a GPU).
+Every wrapper checks its tensors (``check_tensor``, ``check_same``) and its block
+sizes, tile sizes and other scalars (``check_block``, ``check_int``, ``check_real``)
+here *before* launching anything, so bad input gets one clear ValueError/TypeError
+instead of a crash deep inside Triton (or, worse, a silent out-of-bounds read on a GPU).
 
 Device rule: under the interpreter (``TRITON_INTERPRET=1``, no GPU) kernels
 read CPU tensors; when compiled they need CUDA tensors.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import os
 
 import torch
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# Largest number of elements Triton allows in one block (triton.TRITON_MAX_TENSOR_NUMEL).
+MAX_BLOCK = 1 << 20
+# tl.dot needs every tile dimension >= 16 when compiled; 256 is the largest tile the kernels use.
+DOT_MIN, DOT_MAX = 16, 256
 
 
 def interpreting() -> bool:
@@ -27,8 +35,12 @@ def expected_device_type() -> str:
 
 
 def check_tensor(fn: str, name: str, t, *, ndim: int | tuple[int, ...] | None = None,
-                 dtypes=FLOAT_DTYPES, contiguous: bool = True, nonempty: bool = True) -> None:
-    """Raise TypeError/ValueError (one line, naming ``fn`` and ``name``) if ``t`` is unusable."""
+                 dtypes=FLOAT_DTYPES, contiguous: bool = True, nonempty: bool = True,
+                 min_ndim: int | None = None) -> None:
+    """Raise TypeError/ValueError (one line, naming ``fn`` and ``name``) if ``t`` is unusable.
+
+    ``ndim``: the allowed numbers of dimensions; ``min_ndim``: the fewest allowed.
+    """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
     if dtypes is not None and t.dtype not in dtypes:
@@ -38,6 +50,9 @@ def check_tensor(fn: str, name: str, t, *, ndim: int | tuple[int, ...] | None = 
         if t.dim() not in allowed:
             raise ValueError(f"{fn}: {name} must have {' or '.join(map(str, allowed))} dimension(s), "
                              f"got shape {tuple(t.shape)}")
+    if min_ndim is not None and t.dim() < min_ndim:
+        raise ValueError(f"{fn}: {name} must have at least {min_ndim} dimension(s), got shape {tuple(t.shape)}"
+                         + (" (a 0-d tensor)" if t.dim() == 0 else ""))
     want = expected_device_type()
     if t.device.type != want:
         why = "Triton's interpreter (no GPU) runs on CPU tensors" if want == "cpu" else \
@@ -59,3 +74,42 @@ def check_same(fn: str, **tensors) -> None:
             raise ValueError(f"{fn}: {n} is on {t.device} but {n0} is on {t0.device}; put them on one device")
         if t.dtype != t0.dtype:
             raise TypeError(f"{fn}: {n} has dtype {t.dtype} but {n0} has {t0.dtype}; use one dtype")
+
+
+def check_int(fn: str, name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as an int; TypeError unless it is an int (not bool, not float), ValueError
+    (one line, naming ``fn`` and ``name``) if it lies outside ``minimum``..``maximum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{fn}: {name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        want = (f"in {minimum}..{maximum}" if minimum is not None and maximum is not None else
+                f">= {minimum}" if minimum is not None else f"<= {maximum}")
+        raise ValueError(f"{fn}: {name} must be an int {want}, got {value}")
+    return value
+
+
+def check_block(fn: str, name: str, value, *, minimum: int = 1, maximum: int = MAX_BLOCK) -> int:
+    """Return a block/tile size as an int; it must be a power of two in ``minimum``..``maximum``.
+
+    TypeError for a non-int (a bool or a float such as 16.0 included), ValueError otherwise;
+    one line naming ``fn`` and ``name``. ``tl.arange`` needs a power of two, ``tl.dot`` (when
+    compiled) needs >= 16 (pass ``minimum=DOT_MIN``), and Triton caps a block at 2**20 elements.
+    """
+    want = f"a power of two in {minimum}..{maximum}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{fn}: {name} must be an int ({want}), got {type(value).__name__} {value!r}")
+    value = int(value)
+    if not (minimum <= value <= maximum) or value & (value - 1):
+        raise ValueError(f"{fn}: {name} must be {want}, got {value}")
+    return value
+
+
+def check_real(fn: str, name: str, value, *, positive: bool = False) -> float:
+    """Return ``value`` as a float; it must be a finite real number (not bool), > 0 if ``positive``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{fn}: {name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise ValueError(f"{fn}: {name} must be a finite{' positive' if positive else ''} number, got {value!r}")
+    return value

@@ -12,8 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from labkit.kernels.add import check_block
-from labkit.kernels.checks import check_same, check_tensor, interpreting
+from labkit.kernels.checks import check_block, check_real, check_same, check_tensor, interpreting
 
 
 @triton.jit
@@ -54,7 +53,7 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
     (y, mean, rstd) with fp32 per-row statistics of shape x.shape[:-1] when
     ``return_stats``. ``block_size`` as in :func:`labkit.kernels.softmax.softmax`.
     """
-    check_tensor("layernorm", "x", x)
+    check_tensor("layernorm", "x", x, min_ndim=1)
     check_tensor("layernorm", "weight", weight, ndim=1)
     check_tensor("layernorm", "bias", bias, ndim=1)
     check_same("layernorm", x=x, weight=weight, bias=bias)
@@ -62,12 +61,11 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
     if weight.shape != (N,) or bias.shape != (N,):
         raise ValueError(f"layernorm: weight {tuple(weight.shape)} and bias {tuple(bias.shape)} must have "
                          f"shape ({N},) to match x's last dimension")
-    if not (isinstance(eps, (int, float)) and eps > 0):
-        raise ValueError(f"layernorm: eps must be a positive number, got {eps!r}")
+    eps = check_real("layernorm", "eps", eps, positive=True)
     rows = x.numel() // N
     cap = 256 if interpreting() else 4096
-    block = block_size if block_size is not None else min(triton.next_power_of_2(N), cap)
-    check_block("layernorm", block)
+    block = (check_block("layernorm", "block_size", block_size) if block_size is not None
+             else min(triton.next_power_of_2(N), cap))
     y = torch.empty_like(x)
     mean = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     rstd = torch.empty_like(mean)
@@ -145,8 +143,8 @@ def layernorm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, 
     ``mean`` and ``rstd`` are the fp32 per-row statistics from ``layernorm(..., return_stats=True)``.
     Extra memory: two fp32 (rows, N) buffers for the per-row dw/db terms.
     """
-    check_tensor("layernorm_backward", "dy", dy)
-    check_tensor("layernorm_backward", "x", x)
+    check_tensor("layernorm_backward", "dy", dy, min_ndim=1)
+    check_tensor("layernorm_backward", "x", x, min_ndim=1)
     check_same("layernorm_backward", dy=dy, x=x)
     if dy.shape != x.shape:
         raise ValueError(f"layernorm_backward: dy {tuple(dy.shape)} and x {tuple(x.shape)} must have the same shape")
@@ -160,8 +158,8 @@ def layernorm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, 
         if t.numel() != rows:
             raise ValueError(f"layernorm_backward: {name} must hold one value per row ({rows}), got {t.numel()}")
     cap = 256 if interpreting() else 4096
-    block = block_size if block_size is not None else min(triton.next_power_of_2(N), cap)
-    check_block("layernorm_backward", block)
+    block = (check_block("layernorm_backward", "block_size", block_size) if block_size is not None
+             else min(triton.next_power_of_2(N), cap))
     dx = torch.empty_like(x)
     pdw = torch.empty((rows, N), dtype=torch.float32, device=x.device)
     pdb = torch.empty_like(pdw)

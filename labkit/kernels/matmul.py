@@ -31,11 +31,13 @@ accumulates in fp32; only the summation order may differ.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 import triton
 import triton.language as tl
 
-from labkit.kernels.checks import check_same, check_tensor, interpreting
+from labkit.kernels.checks import DOT_MAX, DOT_MIN, check_block, check_int, check_same, check_tensor, interpreting
 
 
 @triton.jit
@@ -94,6 +96,39 @@ def _tuned_kernel():
     return _autotuned
 
 
+TILE_KEYS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
+LAUNCH_KEYS = ("num_warps", "num_stages")   # optional: Triton launch options (ignored by the interpreter)
+MAX_GROUP_M = 1 << 16
+
+
+def check_config(config) -> dict:
+    """Validate a matmul ``config`` and return it as a plain dict of ints; one-line errors.
+
+    Required: BLOCK_M, BLOCK_N, BLOCK_K, powers of two in 16..256 (``tl.dot`` needs every
+    tile dimension >= 16 when compiled), and GROUP_M, an int in 1..65536 (tile rows per
+    group; 0 or less would divide by zero in the grouped order). Optional: num_warps (a power
+    of two in 1..32) and num_stages (an int in 1..8). Any other key is refused.
+    """
+    if not isinstance(config, Mapping):
+        raise TypeError(f"matmul: config must be a dict with keys {', '.join(TILE_KEYS)}, "
+                        f"got {type(config).__name__}")
+    unknown = [k for k in config if k not in TILE_KEYS + LAUNCH_KEYS]
+    if unknown:
+        raise ValueError(f"matmul: unknown config key(s) {', '.join(map(repr, unknown))}; "
+                         f"allowed: {', '.join(TILE_KEYS + LAUNCH_KEYS)}")
+    missing = [k for k in TILE_KEYS if k not in config]
+    if missing:
+        raise ValueError(f"matmul: config is missing {', '.join(missing)} (need {', '.join(TILE_KEYS)})")
+    cfg = {k: check_block("matmul", f"config['{k}']", config[k], minimum=DOT_MIN, maximum=DOT_MAX)
+           for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")}
+    cfg["GROUP_M"] = check_int("matmul", "config['GROUP_M']", config["GROUP_M"], minimum=1, maximum=MAX_GROUP_M)
+    if "num_warps" in config:
+        cfg["num_warps"] = check_block("matmul", "config['num_warps']", config["num_warps"], minimum=1, maximum=32)
+    if "num_stages" in config:
+        cfg["num_stages"] = check_int("matmul", "config['num_stages']", config["num_stages"], minimum=1, maximum=8)
+    return cfg
+
+
 def grid_size(M: int, N: int, block_m: int, block_n: int) -> int:
     """Programs launched: ceil(M/BLOCK_M) * ceil(N/BLOCK_N) (one per C tile)."""
     return triton.cdiv(M, block_m) * triton.cdiv(N, block_n)
@@ -103,13 +138,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torc
     """C = A @ B for 2-D A (M, K) and B (K, N) of one dtype (fp32/fp16/bf16); any strides.
 
     Accumulates in fp32 and returns C (M, N) in the input dtype. ``config``
-    (keys BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M; powers of two, >= 16 on a GPU)
-    fixes the tiles; by default the interpreter uses INTERPRETER_CONFIG and a
-    GPU autotunes over GPU_CONFIGS.
+    (keys BLOCK_M, BLOCK_N, BLOCK_K: powers of two in 16..256; GROUP_M: an int
+    >= 1; optionally num_warps, num_stages; see :func:`check_config`) fixes the
+    tiles; by default the interpreter uses INTERPRETER_CONFIG and a GPU
+    autotunes over GPU_CONFIGS.
     """
     check_tensor("matmul", "a", a, ndim=2, contiguous=False)
     check_tensor("matmul", "b", b, ndim=2, contiguous=False)
     check_same("matmul", a=a, b=b)
+    cfg = None if config is None else check_config(config)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)} "
                          f"(need a (M, K) and b (K, N))")
@@ -117,14 +154,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torc
     N = b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    if config is None and not interpreting():
+    if cfg is None and not interpreting():
         kernel = _tuned_kernel()
         kernel[lambda meta: (grid_size(M, N, meta["BLOCK_M"], meta["BLOCK_N"]),)](*args)
         return c
-    cfg = dict(INTERPRETER_CONFIG if config is None else config)
-    missing = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"} - set(cfg)
-    if missing:
-        raise ValueError(f"matmul: config is missing {sorted(missing)}")
+    if cfg is None:
+        cfg = dict(INTERPRETER_CONFIG)
     dot_fp32 = interpreting() and a.dtype == torch.bfloat16
     matmul_kernel[(grid_size(M, N, cfg["BLOCK_M"], cfg["BLOCK_N"]),)](*args, **cfg, DOT_FP32=dot_fp32)
     return c
@@ -137,6 +172,11 @@ def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def program_tile(pid: int, M: int, N: int, block_m: int, block_n: int, group_m: int) -> tuple[int, int]:
     """The (pid_m, pid_n) tile that program ``pid`` computes under grouped ordering (pure Python)."""
+    M, N = check_int("program_tile", "M", M, minimum=1), check_int("program_tile", "N", N, minimum=1)
+    block_m = check_int("program_tile", "block_m", block_m, minimum=1)
+    block_n = check_int("program_tile", "block_n", block_n, minimum=1)
+    group_m = check_int("program_tile", "group_m", group_m, minimum=1)
+    check_int("program_tile", "pid", pid, minimum=0, maximum=grid_size(M, N, block_m, block_n) - 1)
     num_pid_m, num_pid_n = triton.cdiv(M, block_m), triton.cdiv(N, block_n)
     group_size = group_m * num_pid_n
     first_m = (pid // group_size) * group_m
@@ -153,6 +193,9 @@ def tiled_traffic_elements(M: int, K: int, N: int, block_m: int, block_n: int) -
     For M=N=K=n and BM=BN=b: 2*n^3/b + n^2 in all -- Lab 03's register-tiling
     count n^3/v2 + n^3/v1 + n^2 with the Triton tile in the role of the register tile.
     """
+    M, K, N = (check_int("tiled_traffic_elements", n, v, minimum=0) for n, v in (("M", M), ("K", K), ("N", N)))
+    block_m = check_int("tiled_traffic_elements", "block_m", block_m, minimum=1)
+    block_n = check_int("tiled_traffic_elements", "block_n", block_n, minimum=1)
     a = M * K * triton.cdiv(N, block_n)
     b = K * N * triton.cdiv(M, block_m)
     return {"A": a, "B": b, "C": M * N, "total": a + b + M * N}

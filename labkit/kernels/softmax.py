@@ -18,8 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from labkit.kernels.add import check_block
-from labkit.kernels.checks import check_tensor, interpreting
+from labkit.kernels.checks import check_block, check_tensor, interpreting
 
 
 @triton.jit
@@ -54,7 +53,7 @@ def softmax_kernel(x_ptr, out_ptr, n_cols, stride_x, stride_out,
 def softmax(x: torch.Tensor, block_size: int | None = None) -> torch.Tensor:
     """Softmax over the last dimension of a 2-D tensor (M rows, N columns); fp32/fp16/bf16.
 
-    ``block_size`` = columns per block (power of two). Default: the whole row
+    ``block_size`` = columns per block (a power of two in 1..2**20). Default: the whole row
     rounded up to a power of two, capped at 16384 on a GPU (registers) and 256
     under the interpreter; rows longer than a block take the two-pass path.
     Computes in fp32, returns ``x.dtype``.
@@ -64,8 +63,8 @@ def softmax(x: torch.Tensor, block_size: int | None = None) -> torch.Tensor:
         raise ValueError(f"softmax: rows must be contiguous (x.stride(1) == 1), got strides {tuple(x.stride())}")
     M, N = x.shape
     cap = 256 if interpreting() else 16384
-    block = block_size if block_size is not None else min(triton.next_power_of_2(N), cap)
-    check_block("softmax", block)
+    block = (check_block("softmax", "block_size", block_size) if block_size is not None
+             else min(triton.next_power_of_2(N), cap))
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     num_blocks = triton.cdiv(N, block)
     extra = {} if interpreting() else {"num_warps": 4 if block <= 1024 else 8 if block <= 4096 else 16}
@@ -91,7 +90,7 @@ def online_softmax_trace(row, block: int) -> list[dict]:
     x = np.asarray(row, dtype=np.float64).ravel()
     if x.size == 0:
         raise ValueError("online_softmax_trace: empty row")
-    check_block("online_softmax_trace", block)
+    block = check_block("online_softmax_trace", "block", block)
     m, s, out = -np.inf, 0.0, []
     for b, start in enumerate(range(0, x.size, block)):
         xb = x[start:start + block]

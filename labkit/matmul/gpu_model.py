@@ -29,6 +29,7 @@ counts are identical (a traffic model cannot see the bug) but C is wrong.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import numpy as np
 
@@ -208,8 +209,15 @@ def simulate_v3(A: np.ndarray, B: np.ndarray, V: int, L: int, S: int,
     return C, t
 
 
+def _check_kernel(kernel) -> None:
+    if not isinstance(kernel, str) or kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; expected one of {KERNELS}")
+
+
 def simulate(kernel: str, A: np.ndarray, B: np.ndarray, V: int = 2, L: int = 4, S: int = 2):
     """Run kernel "v1" | "v1.5" | "v2" | "v3" (V, L, S used where the kernel has them)."""
+    _check_kernel(kernel)
+    check_tile("V", V), check_tile("L", L), check_tile("S", S)
     if kernel == "v1":
         return simulate_v1(A, B)
     if kernel == "v1.5":
@@ -226,9 +234,22 @@ def gpu_formula(kernel: str, N: int, V: int = 2, L: int = 4, S: int = 2) -> dict
 
     v1: 2N^3 global; v1.5: N^3/V + N^3; v2: 2N^3/V; v3: 2N^3/L global, 2N^3/V shared reads,
     2N^3/L shared writes. All write N^2 elements of C. (S does not appear in any count.)
+    N must be an int >= 0 and V, L, S positive ints that divide as `simulate` requires
+    (V | N for v1.5/v2; V | L, L | N, S | N for v3); anything else raises a one-line error.
     """
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; expected one of {KERNELS}")
+    _check_kernel(kernel)
+    if isinstance(N, bool) or not isinstance(N, Integral):
+        raise TypeError(f"matrix size N must be an int >= 0, got {N!r} ({type(N).__name__})")
+    if N < 0:
+        raise ValueError(f"matrix size N must be >= 0, got {N}")
+    N = int(N)
+    V, L, S = check_tile("V", V), check_tile("L", L), check_tile("S", S)
+    if kernel in ("v1.5", "v2"):
+        _divides("V", V, "N", N)
+    elif kernel == "v3":
+        _divides("V", V, "L", L)
+        _divides("L", L, "N", N)
+        _divides("S", S, "N", N)
     n3 = N ** 3
     out = {"global_reads": 0, "global_writes": N * N, "shared_reads": 0, "shared_writes": 0}
     if kernel == "v1":

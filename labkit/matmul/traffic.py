@@ -307,14 +307,28 @@ def trace(kind: str, M: int, K: int, N: int, **tiles) -> list[Step]:
     """Steps of the "cache" (tiles b1, b2) or "register" (tiles v1, v2, v3) loop on an M x K by K x N matmul.
 
     Runs the counted loop itself on zero matrices, so the animation's counters are the real counts.
+    The tiles are keyword arguments: ``trace("cache", M, K, N, b1=.., b2=..)`` or
+    ``trace("register", M, K, N, v1=.., v2=.., v3=..)`` (v3 optional, default 1).
     """
+    required, optional = _TRACE_TILES.get(kind, (None, None)) if isinstance(kind, str) else (None, None)
+    if required is None:
+        raise ValueError(f"unknown loop {kind!r}; expected 'cache' or 'register'")
+    missing = [t for t in required if t not in tiles]
+    if missing:
+        raise TypeError(f"trace({kind!r}, M, K, N, ...) needs the tile argument(s) {', '.join(missing)} "
+                        f"(e.g. trace({kind!r}, M, K, N, {', '.join(f'{t}=2' for t in required)}))")
+    unknown = [t for t in tiles if t not in required + optional]
+    if unknown:
+        raise TypeError(f"trace({kind!r}, ...) got unexpected tile argument(s) {', '.join(unknown)}; "
+                        f"it takes {', '.join(required + optional)}")
     M, K, N = _dims(M, K, N)
     A, B = np.zeros((M, K)), np.zeros((K, N))
     steps: list[Step] = []
     if kind == "cache":
         cache_tiled(A, B, tiles["b1"], tiles["b2"], trace=steps)
-    elif kind == "register":
-        register_tiled(A, B, tiles["v1"], tiles["v2"], tiles.get("v3", 1), trace=steps)
     else:
-        raise ValueError(f"unknown loop {kind!r}; expected 'cache' or 'register'")
+        register_tiled(A, B, tiles["v1"], tiles["v2"], tiles.get("v3", 1), trace=steps)
     return steps
+
+
+_TRACE_TILES = {"cache": (("b1", "b2"), ()), "register": (("v1", "v2"), ("v3",))}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labkit.pipeline.schedules import Action, schedule
+from labkit.pipeline.schedules import Action, _check_int, schedule
 
 __all__ = ["VersionTrace", "weight_versions", "POLICIES"]
 
@@ -49,7 +49,11 @@ def weight_versions(policy: str, num_stages: int, num_microbatches: int, update_
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES}")
-    if num_stages < 1 or num_microbatches < num_stages:
+    _check_int("num_stages", num_stages, 1)
+    _check_int("num_microbatches", num_microbatches, 1)
+    if update_every is not None:
+        _check_int("update_every", update_every, 1)
+    if num_microbatches < num_stages:
         raise ValueError(f"need num_stages >= 1 and num_microbatches >= num_stages, got {num_stages}, {num_microbatches}")
     if update_every is not None and policy != "pipedream_2bw":
         raise ValueError("update_every applies to 'pipedream_2bw' only")

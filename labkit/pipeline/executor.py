@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from labkit.pipeline.schedules import Action, check_schedule, num_microbatches_of, num_stages_of
+from labkit.pipeline.schedules import Action, check_schedule, normalized, num_microbatches_of, num_stages_of
 
 __all__ = ["MLPConfig", "build_stages", "make_batch", "reference_step", "run_step", "run_pipeline",
            "StepRecord", "PipelineRun", "act_tag", "grad_tag", "measured_bubble"]
@@ -294,6 +294,7 @@ def run_pipeline(sched: dict[int, list[Action]], cfg: MLPConfig, backward_fn: Ca
     from labkit.dist import launch
 
     check_schedule(sched)
+    sched = normalized(sched)   # plain (stage, kind, microbatch) tuples become Actions
     if num_stages_of(sched) != cfg.num_stages or num_microbatches_of(sched) != cfg.num_microbatches:
         raise ValueError(f"schedule has {num_stages_of(sched)} stages x {num_microbatches_of(sched)} microbatches, "
                          f"config has {cfg.num_stages} x {cfg.num_microbatches}")

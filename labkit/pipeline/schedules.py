@@ -18,9 +18,10 @@ schedule violates (or the first missing / duplicated / misplaced action).
 """
 from __future__ import annotations
 
+from numbers import Integral
 from typing import NamedTuple
 
-__all__ = ["Action", "ScheduleError", "schedule", "check_schedule", "is_valid",
+__all__ = ["Action", "ScheduleError", "schedule", "check_schedule", "is_valid", "normalized",
            "dependencies", "num_stages_of", "num_microbatches_of", "KINDS"]
 
 KINDS = ("gpipe", "1f1b", "interleaved_1f1b", "interleaved_zb")
@@ -154,12 +155,12 @@ def _interleaved(r: int, p: int, m: int, v: int, zero_bubble: bool = False) -> l
 
 def num_stages_of(sched: dict[int, list[Action]]) -> int:
     """Number of stages a schedule touches (1 + the largest stage index)."""
-    return 1 + max((a.stage for acts in sched.values() for a in acts), default=-1)
+    return 1 + max((a[0] for acts in sched.values() for a in acts), default=-1)   # a[0]: plain tuples too
 
 
 def num_microbatches_of(sched: dict[int, list[Action]]) -> int:
     """Number of microbatches a schedule touches (1 + the largest microbatch index)."""
-    return 1 + max((a.microbatch for acts in sched.values() for a in acts), default=-1)
+    return 1 + max((a[2] for acts in sched.values() for a in acts), default=-1)
 
 
 def dependencies(action: Action, num_stages: int) -> list[tuple[int, str, int]]:
@@ -189,34 +190,78 @@ def _events(action: Action) -> list[str]:
 _EVENT_NAME = {"F": "forward", "G": "backward (input grad)", "W": "weight grad"}
 
 
+ACTION_KINDS = ("F", "B", "I", "W")
+
+
+def _index(value) -> bool:
+    """True for a non-negative int (not a bool)."""
+    return isinstance(value, Integral) and not isinstance(value, bool) and value >= 0
+
+
+def normalized(sched) -> dict[int, list[Action]]:
+    """``sched`` with every action as an `Action` of plain ints, after checking its shape.
+
+    Raises `ScheduleError` (one line) unless ``sched`` is a non-empty dict whose keys are the
+    ranks 0..R-1 (ints) and whose values are lists (or tuples) of actions, each an `Action` or a
+    3-tuple (stage, kind, microbatch) with stage and microbatch ints >= 0 and kind one of
+    F, B, I, W. Dependencies are not checked here (see `check_schedule`).
+    """
+    if not isinstance(sched, dict) or not sched:
+        raise ScheduleError(f"a schedule is a non-empty dict rank -> list of Action, got "
+                            f"{type(sched).__name__}{' (empty)' if isinstance(sched, dict) else ''}")
+    bad = [r for r in sched if not _index(r)]
+    if bad:
+        raise ScheduleError(f"ranks (the schedule's keys) must be ints 0..{len(sched) - 1}, got {bad[0]!r} "
+                            f"({type(bad[0]).__name__})")
+    R = len(sched)
+    if sorted(sched) != list(range(R)):
+        raise ScheduleError(f"ranks must be 0..{R - 1}, got {sorted(sched)}")
+    out: dict[int, list[Action]] = {}
+    for r in range(R):
+        acts = sched[r]
+        if not isinstance(acts, (list, tuple)):
+            raise ScheduleError(f"rank {r}: its actions must be a list of Action(stage, kind, microbatch), "
+                                f"got {type(acts).__name__}")
+        out[r] = []
+        for pos, a in enumerate(acts):
+            if not isinstance(a, tuple) or len(a) != 3:
+                raise ScheduleError(f"rank {r} position {pos}: {a!r} is not an Action(stage, kind, microbatch)")
+            stage, kind, mb = a
+            if not isinstance(kind, str) or kind not in ACTION_KINDS:
+                raise ScheduleError(f"rank {r} position {pos}: unknown kind {kind!r} in {a!r} "
+                                    "(expected F, B, I or W)")
+            for name, v in (("stage", stage), ("microbatch", mb)):
+                if not _index(v):
+                    raise ScheduleError(f"rank {r} position {pos}: {name} must be an int >= 0, got {v!r} "
+                                        f"({type(v).__name__}) in {a!r}")
+            out[r].append(Action(int(stage), kind, int(mb)))
+    return out
+
+
 def check_schedule(sched: dict[int, list[Action]], num_stages: int | None = None,
                    num_microbatches: int | None = None) -> None:
     """Raise `ScheduleError` naming the first problem, or return None for a valid schedule.
 
-    Checks, in this order: ranks are 0..R-1; every action is an `Action` on the
-    rank that owns its stage (stage % R); every (stage, microbatch) gets exactly
-    one forward and exactly one backward (a B, or one I plus one W); and the
-    ranks can run their lists in order without waiting forever: F of stage s
-    after F of s-1, B of s after B of s+1 and after its own F. For a deadlock
-    the message names the lowest blocked rank, its next action and the
-    dependency it waits for.
+    Checks, in this order: the schedule's shape (see `normalized`: a dict of ranks
+    0..R-1 to lists of (stage, kind, microbatch) with int stage/microbatch >= 0 and
+    kind F, B, I or W); num_stages / num_microbatches, if given, are ints >= 1;
+    every action lies within the stages / microbatches and on the rank that owns
+    its stage (stage % R); every (stage, microbatch) gets exactly one forward and
+    exactly one backward (a B, or one I plus one W); and the ranks can run
+    their lists in order without waiting forever: F of stage s after F of s-1,
+    B of s after B of s+1 and after its own F. For a deadlock the message names
+    the lowest blocked rank, its next action and the dependency it waits for.
     """
-    if not isinstance(sched, dict) or not sched:
-        raise ScheduleError(f"a schedule is a non-empty dict rank -> list of Action, got {type(sched).__name__}")
+    sched = normalized(sched)
     R = len(sched)
-    if sorted(sched) != list(range(R)):
-        raise ScheduleError(f"ranks must be 0..{R - 1}, got {sorted(sched)}")
-    S = num_stages if num_stages is not None else num_stages_of(sched)
-    M = num_microbatches if num_microbatches is not None else num_microbatches_of(sched)
+    for name, value in (("num_stages", num_stages), ("num_microbatches", num_microbatches)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < 1):
+            raise ScheduleError(f"{name} must be an int >= 1 (or None to infer it), got {value!r}")
+    S = int(num_stages) if num_stages is not None else num_stages_of(sched)
+    M = int(num_microbatches) if num_microbatches is not None else num_microbatches_of(sched)
     seen: dict[tuple[int, str, int], int] = {}
     for r in range(R):
         for pos, a in enumerate(sched[r]):
-            if not isinstance(a, Action):
-                a = Action(*a) if isinstance(a, tuple) and len(a) == 3 else a
-                if not isinstance(a, Action):
-                    raise ScheduleError(f"rank {r} position {pos}: {a!r} is not an Action(stage, kind, microbatch)")
-            if a.kind not in ("F", "B", "I", "W"):
-                raise ScheduleError(f"rank {r} position {pos}: unknown kind {a.kind!r} (expected F, B, I or W)")
             if not (0 <= a.stage < S) or not (0 <= a.microbatch < M):
                 raise ScheduleError(f"rank {r} position {pos}: {a!r} is outside stages 0..{S - 1} / microbatches 0..{M - 1}")
             if a.stage % R != r:

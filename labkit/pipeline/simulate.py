@@ -14,14 +14,15 @@ sets are held, counted from the start of a forward to the end of its backward
 """
 from __future__ import annotations
 
+import math
 import numbers
 from fractions import Fraction
 from dataclasses import dataclass, field
 from typing import Sequence, Union
 
-from labkit.pipeline.schedules import Action, check_schedule, dependencies, num_stages_of
+from labkit.pipeline.schedules import Action, check_schedule, dependencies, normalized, num_stages_of
 
-__all__ = ["Interval", "SimResult", "simulate", "stage_times"]
+__all__ = ["Interval", "SimResult", "simulate", "stage_times", "check_seconds"]
 
 Times = Union[float, int, Sequence[float]]
 
@@ -61,8 +62,14 @@ class SimResult:
         return len(self.timeline)
 
     def bubble_vs_ideal(self) -> float:
-        """Idle time relative to ideal compute: total idle / total busy (the (p-1)/m convention)."""
+        """Idle time relative to ideal compute: total idle / total busy (the (p-1)/m convention).
+
+        Undefined (ValueError) when the ranks did no compute at all (every time was 0).
+        """
         busy = sum(self.busy.values())
+        if busy == 0:
+            raise ValueError("bubble_vs_ideal: total busy time is 0 (every forward/backward time was 0), "
+                             "so idle / busy is undefined; simulate with positive times")
         return _ratio(self.num_ranks * self.makespan - busy, busy)
 
 
@@ -74,7 +81,7 @@ def _ratio(a, b):
 
 
 def stage_times(value: Times, num_stages: int, name: str) -> list[float]:
-    """Expand a number or a per-stage sequence into one non-negative number per stage.
+    """Expand a number or a per-stage sequence into one finite, non-negative number per stage.
 
     Numbers are kept as given, so `fractions.Fraction` times give exact results.
     """
@@ -89,9 +96,25 @@ def stage_times(value: Times, num_stages: int, name: str) -> list[float]:
             raise TypeError(f"{name} entries must be real numbers, got {vals!r}")
         if len(vals) != num_stages:
             raise ValueError(f"{name} has {len(vals)} entries but the schedule has {num_stages} stages")
+    if not all(_finite(x) for x in vals):
+        raise ValueError(f"{name} must be finite (no NaN or infinity), got {vals}")
     if any(x < 0 for x in vals):
         raise ValueError(f"{name} must be >= 0 seconds, got {vals}")
     return vals
+
+
+def _finite(x) -> bool:
+    """True for a finite real (exact rationals, which may be too large for a float, always are)."""
+    return isinstance(x, numbers.Rational) or math.isfinite(x)
+
+
+def check_seconds(value, name: str):
+    """``value`` if it is a finite real number >= 0 (not a bool); one-line TypeError/ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__} {value!r}")
+    if not _finite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0 seconds, got {value!r}")
+    return value
 
 
 def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time: Times,
@@ -105,8 +128,8 @@ def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time:
     backward_time) and I the rest of backward_time.
     """
     check_schedule(sched)
-    if p2p_latency < 0:
-        raise ValueError(f"p2p_latency must be >= 0 seconds, got {p2p_latency}")
+    sched = normalized(sched)          # plain (stage, kind, microbatch) tuples -> Action
+    check_seconds(p2p_latency, "p2p_latency")
     S = num_stages_of(sched)
     R = len(sched)
     tf = stage_times(forward_time, S, "forward_time")

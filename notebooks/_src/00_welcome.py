@@ -139,9 +139,11 @@ except TimeoutError as err:
 # .venv/bin/python -m labkit.grade --lab 05 --gradescope results.json
 # ```
 #
-# The grader runs the graded tests against your file and prints a score per exercise. Every graded
-# test has a time limit, so a hang or crash costs only that test. Here is the grade of the untouched
-# stubs of Lab 05 (all zero), then of the reference solutions (full marks):
+# The grader runs your file in a separate, sandboxed process, feeds it inputs drawn at random when
+# grading starts, and checks what comes back against its own reference answers. It prints a score per
+# exercise and one line for every point lost. Each exercise has a time budget, so a hang or crash
+# costs only that exercise. Here is the grade of the untouched stubs of Lab 05 (all zero), then of
+# the reference solutions (full marks):
 
 # %%
 from labkit import grade
