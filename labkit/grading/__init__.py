@@ -1,4 +1,16 @@
-"""One way to pick which implementation of an exercise module the tests use.
+"""Grading: a trusted judge, untrusted sandboxed workers (threat model: ``labkit.grade``'s docstring).
+
+    plugin      the pytest plugin; the judge's ``impl`` fixture is a `remote.RemoteModule`
+    remote      the judge's side: workers with deadlines, memory and output limits
+    worker      the untrusted side: imports the submission, runs calls, replies with data
+    codec       data-only messages between the two (JSON + raw array bytes, no pickle)
+    sandbox     bubblewrap (or a plainer fallback) around each worker
+    static      AST checks of a submission against its lab's `static.Policy`
+    harness     labkit code run next to a submission (Triton launches, gloo ranks, a pipeline step)
+    gradescope  the autograder zip and its run_autograder
+
+This module also picks which implementation of an exercise module *trusted* code
+imports directly (notebooks, and tests that compare stubs with solutions):
 
 ``load("lab05_collectives")`` returns the module from, in order of precedence,
 the ``impl`` argument or the ``LABKIT_IMPL`` environment variable:
