@@ -60,7 +60,7 @@ SLICES = [  # (shape, strides, offset, dim, start, stop, step)
 
 
 @pytest.mark.graded(points=3, exercise="slice_view")
-def test_slice_view(impl):
+def test_slice_view(impl, seed):
     for case in SLICES:
         shape, strides, offset, dim, start, stop, step = case
         t = base(shape, strides, offset)
@@ -68,12 +68,12 @@ def test_slice_view(impl):
         got = impl.slice_view(shape, strides, offset, dim, start, stop, step)
         got = (tuple(got[0]), tuple(got[1]), got[2])
         assert got == want, f"slice_view{case}: got {got}, torch gives (shape, strides, offset) = {want}"
+    random_slice_view(impl, seed, 5)  # never only public inputs
 
 
-@pytest.mark.graded(points=1, exercise="slice_view")
-def test_slice_view_random(impl, seed):
+def random_slice_view(impl, seed, n=None):
     rng = np.random.default_rng(seed)
-    for _ in range(25):
+    for _ in range(n or 25):
         shape, strides, offset = random_layout(rng)
         dim = int(rng.integers(0, len(shape)))
         start, stop, step = int(rng.integers(0, 7)), int(rng.integers(0, 9)), int(rng.integers(1, 4))
@@ -81,6 +81,11 @@ def test_slice_view_random(impl, seed):
         got = impl.slice_view(shape, strides, offset, dim, start, stop, step)
         got = (tuple(got[0]), tuple(got[1]), got[2])
         assert got == want, f"slice_view{(shape, strides, offset, dim, start, stop, step)}: got {got}, torch {want}"
+
+
+@pytest.mark.graded(points=1, exercise="slice_view")
+def test_slice_view_random(impl, seed):
+    random_slice_view(impl, seed)
 
 
 PERMS = [
@@ -93,25 +98,30 @@ PERMS = [
 
 
 @pytest.mark.graded(points=2, exercise="permute_view")
-def test_permute_view(impl):
+def test_permute_view(impl, seed):
     for case in PERMS:
         shape, strides, offset, dims = case
         want = meta(base(shape, strides, offset).permute(dims))
         got = impl.permute_view(shape, strides, offset, dims)
         got = (tuple(got[0]), tuple(got[1]), got[2])
         assert got == want, f"permute_view{case}: got {got}, torch gives {want}"
+    random_permute_view(impl, seed, 5)  # never only public inputs
 
 
-@pytest.mark.graded(points=1, exercise="permute_view")
-def test_permute_view_random(impl, seed):
+def random_permute_view(impl, seed, n=None):
     rng = np.random.default_rng(seed)
-    for _ in range(25):
+    for _ in range(n or 25):
         shape, strides, offset = random_layout(rng)
         dims = tuple(int(d) for d in rng.permutation(len(shape)))
         want = meta(base(shape, strides, offset).permute(dims))
         got = impl.permute_view(shape, strides, offset, dims)
         got = (tuple(got[0]), tuple(got[1]), got[2])
         assert got == want, f"permute_view{(shape, strides, offset, dims)}: got {got}, torch gives {want}"
+
+
+@pytest.mark.graded(points=1, exercise="permute_view")
+def test_permute_view_random(impl, seed):
+    random_permute_view(impl, seed)
 
 
 CONTIG = [  # (shape, strides)
@@ -127,21 +137,26 @@ CONTIG = [  # (shape, strides)
 
 
 @pytest.mark.graded(points=2, exercise="is_contiguous")
-def test_is_contiguous(impl):
+def test_is_contiguous(impl, seed):
     for shape, strides in CONTIG:
         t = torch.empty(0).as_strided(shape, strides) if math.prod(shape) == 0 else base(shape, strides)
         got = impl.is_contiguous(shape, strides)
         assert bool(got) == t.is_contiguous(), \
             f"is_contiguous({shape}, {strides}): got {got}, torch says {t.is_contiguous()}"
+    random_is_contiguous(impl, seed, 8)  # never only public inputs
+
+
+def random_is_contiguous(impl, seed, n=None):
+    rng = np.random.default_rng(seed)
+    for _ in range(n or 40):
+        shape, strides, _ = random_layout(rng)
+        want = base(shape, strides).is_contiguous()
+        assert bool(impl.is_contiguous(shape, strides)) == want, f"is_contiguous({shape}, {strides}): torch says {want}"
 
 
 @pytest.mark.graded(points=1, exercise="is_contiguous")
 def test_is_contiguous_random(impl, seed):
-    rng = np.random.default_rng(seed)
-    for _ in range(40):
-        shape, strides, _ = random_layout(rng)
-        want = base(shape, strides).is_contiguous()
-        assert bool(impl.is_contiguous(shape, strides)) == want, f"is_contiguous({shape}, {strides}): torch says {want}"
+    random_is_contiguous(impl, seed)
 
 
 VIEWS = [  # (shape, strides, new_shape)
@@ -175,18 +190,21 @@ def _check_views(impl, cases):
 
 
 @pytest.mark.graded(points=2, exercise="view_strides")
-def test_view_strides_contiguous_and_transposed(impl):
+def test_view_strides_contiguous_and_transposed(impl, seed):
     _check_views(impl, VIEWS[:5])
+    random_view_strides(impl, seed, 5)  # never only public inputs
 
 
 @pytest.mark.graded(points=2, exercise="view_strides")
-def test_view_strides_size_one_dims(impl):
+def test_view_strides_size_one_dims(impl, seed):
     _check_views(impl, [v for v in VIEWS[5:] if 1 in v[0]])
+    random_view_strides(impl, seed, 5)  # never only public inputs
 
 
 @pytest.mark.graded(points=2, exercise="view_strides")
-def test_view_strides_gaps_and_broadcasts(impl):
+def test_view_strides_gaps_and_broadcasts(impl, seed):
     _check_views(impl, [v for v in VIEWS[5:] if 1 not in v[0]])
+    random_view_strides(impl, seed, 5)  # never only public inputs
 
 
 def _random_new_shape(rng, numel):
@@ -201,11 +219,15 @@ def _random_new_shape(rng, numel):
     return tuple(int(x) for x in rng.permutation(dims)) if dims else (1,)
 
 
-@pytest.mark.graded(points=1, exercise="view_strides")
-def test_view_strides_random(impl, seed):
+def random_view_strides(impl, seed, n=30):
     rng = np.random.default_rng(seed)
     cases = []
-    for _ in range(30):
+    for _ in range(n):
         shape, strides, _ = random_layout(rng)
         cases.append((shape, strides, _random_new_shape(rng, math.prod(shape))))
     _check_views(impl, cases)
+
+
+@pytest.mark.graded(points=1, exercise="view_strides")
+def test_view_strides_random(impl, seed):
+    random_view_strides(impl, seed)

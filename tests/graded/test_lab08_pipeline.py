@@ -25,8 +25,8 @@ P_M = [(1, 1), (1, 3), (2, 2), (2, 5), (3, 3), (3, 4), (4, 7), (5, 12), (6, 6)]
 
 
 @pytest.mark.graded(points=2, exercise="schedule_1f1b")
-def test_1f1b_is_valid(impl):
-    for p, m in P_M:
+def test_1f1b_is_valid(impl, seed):
+    for p, m in P_M + random_p_m(seed, 3):
         got = impl.schedule_1f1b(p, m)
         assert sorted(got) == list(range(p)), f"p={p}, m={m}: ranks must be 0..{p - 1}"
         check_schedule({r: [Action(*a) for a in acts] for r, acts in got.items()})  # names the first violated dependency
@@ -42,15 +42,17 @@ def test_1f1b_matches_reference_order(impl, seed):
 
 
 @pytest.mark.graded(points=1, exercise="schedule_1f1b")
-def test_1f1b_memory_and_refusal(impl):
-    res = simulate({r: [Action(*a) for a in acts] for r, acts in impl.schedule_1f1b(4, 9).items()}, 1, 2)
-    assert res.peak_inflight[0] == 4, "1F1B keeps at most p microbatches in flight on rank 0"
-    with pytest.raises(ValueError):
-        impl.schedule_1f1b(4, 3)
+def test_1f1b_memory_and_refusal(impl, seed):
+    for p, m in [(4, 9)] + random_p_m(seed, 3):
+        res = simulate({r: [Action(*a) for a in acts] for r, acts in impl.schedule_1f1b(p, m).items()}, 1, 2)
+        assert res.peak_inflight[0] == p, f"p={p}, m={m}: 1F1B keeps at most p microbatches in flight on rank 0"
+    for p, m in [(4, 3)] + [(p + 1, p) for p, _ in random_p_m(seed, 2)]:
+        with pytest.raises(ValueError):
+            impl.schedule_1f1b(p, m)
 
 
 @pytest.mark.graded(points=2, exercise="bubble_fraction")
-def test_bubble_formula_values(impl):
+def test_bubble_formula_values(impl, seed):
     assert impl.bubble_fraction(4, 8) == Fraction(3, 11)
     assert impl.bubble_fraction(1, 5) == 0
     assert impl.bubble_fraction(3, 1) == Fraction(2, 3)
@@ -58,6 +60,10 @@ def test_bubble_formula_values(impl):
     assert impl.bubble_fraction(5, 7, 3) == Fraction(4, 25)
     with pytest.raises(ValueError):
         impl.bubble_fraction(0, 4)
+    g = torch.Generator().manual_seed(seed)   # never only public inputs
+    for p, extra, v in torch.randint(1, 30, (5, 3), generator=g).tolist():
+        m = p + extra                          # the formula's domain: m >= p
+        assert impl.bubble_fraction(p, m, v) == Fraction(p - 1, v * m + p - 1), (p, m, v)
 
 
 @pytest.mark.graded(points=2, exercise="bubble_fraction")
