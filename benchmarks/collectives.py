@@ -70,7 +70,7 @@ def main(argv=None):
               "labkit busbw (GB/s)", "torch busbw (GB/s)", "busbw ratio"]
     rows, target_rows = [], []
     for n in args.world_sizes:
-        for n_bytes, t_lab, t_ref in launch(_time_worker, n, sizes, base, timeout=600)[0]:
+        for n_bytes, t_lab, t_ref in launch(_time_worker, n, sizes, base, backend="gloo", timeout=600)[0]:
             factor = 2 * (n - 1) / n
             alg_lab, alg_ref = n_bytes / t_lab, n_bytes / t_ref
             ratio = (alg_lab * factor) / (alg_ref * factor)

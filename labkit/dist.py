@@ -4,7 +4,9 @@
 
 runs ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes, each
 inside an initialised default process group, and returns the per-rank return
-values (index = rank). gloo on CPU; NCCL when ``world_size`` <= number of GPUs.
+values (index = rank). gloo on CPU; NCCL when ``world_size`` <= number of GPUs
+and ``fn`` lives in an importable .py module (a notebook cell's function runs
+on gloo, with a one-line note saying why).
 
 Guarantees (each is tested in tests/test_dist.py):
 - the ranks meet through a FileStore in a private temporary folder and gloo
@@ -51,7 +53,7 @@ from typing import Any, Callable
 
 from labkit.proctree import kill_below
 
-__all__ = ["launch", "RankError", "device", "default_backend"]
+__all__ = ["launch", "RankError", "device", "default_backend", "auto_backend", "importable"]
 
 _RANK_ENV = "LABKIT_RANK"
 _DIR_PREFIX = "labkit-launch-"
@@ -79,6 +81,37 @@ def default_backend(world_size: int) -> str:
     if torch.cuda.is_available() and torch.cuda.device_count() >= world_size and dist.is_nccl_available():
         return "nccl"
     return "gloo"
+
+
+def importable(fn) -> bool:
+    """Whether spawned ranks can import ``fn``: a top-level function of a real .py module.
+
+    Functions defined in a notebook cell (module ``__main__``), lambdas and nested
+    functions cannot be found by a freshly spawned process.
+    """
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    qualname = getattr(fn, "__qualname__", "")
+    if module is None or fn.__module__ == "__main__" or not getattr(module, "__file__", None) or "<" in qualname:
+        return False
+    try:
+        pickle.dumps(fn)
+    except Exception:  # noqa: BLE001 - any pickling failure means "not importable"
+        return False
+    return True
+
+
+def auto_backend(fn, world_size: int) -> tuple[str, str]:
+    """The backend ``backend="auto"`` picks, and a one-line note when it passes over NCCL.
+
+    NCCL when there is a GPU per rank *and* ``fn`` is importable (NCCL ranks are spawned,
+    and a spawned rank must import fn); otherwise gloo on CPU tensors.
+    """
+    if default_backend(world_size) != "nccl":
+        return "gloo", ""
+    if not importable(fn):
+        name = getattr(fn, "__name__", type(fn).__name__)
+        return "gloo", f"launch: {name} runs on gloo (CPU); NCCL needs fn in a .py file, not a notebook cell"
+    return "nccl", ""
 
 
 def device():
@@ -166,7 +199,9 @@ def _check_args(fn, world_size, backend, timeout):
     if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise ValueError(f"launch: timeout must be a finite positive number of seconds, got {timeout!r}")
     if backend == "auto":
-        backend = default_backend(world_size)
+        backend, note = auto_backend(fn, world_size)
+        if note:
+            print(note)
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"launch: backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
     if backend == "nccl":
@@ -293,7 +328,8 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
            timeout: float = 60.0, quiet: bool = False) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks; return results by rank.
 
-    backend: "auto" (NCCL if enough GPUs, else gloo), "gloo" or "nccl".
+    backend: "auto" (NCCL if there is a GPU per rank and fn is importable by spawned
+        ranks, else gloo; see `auto_backend`), "gloo" or "nccl".
     timeout: seconds the whole launch may take, and the process group's own
         timeout for any one collective.
     quiet: if True, do not print what the ranks printed.

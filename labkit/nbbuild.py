@@ -1,11 +1,13 @@
 """Build course notebooks from their sources and execute them.
 
-``python -m labkit.nbbuild notebooks/_src/05_collectives.py [...]`` turns each
-percent-format source (cells start with ``# %%``; markdown cells with
-``# %% [markdown]`` and ``# ``-prefixed lines) into ``notebooks/<name>.ipynb``,
-executes it top to bottom in ``notebooks/`` and saves it with outputs, which
-nbval then compares on every test run. Sources are the reviewed text; the
-.ipynb files are generated and must not be edited by hand.
+``python -m labkit.nbbuild notebooks/_src/05_collectives.py [...]`` reads each
+source with jupytext (percent format: cells start with ``# %%``, markdown
+cells with ``# %% [markdown]``; cell tags ride on the marker, e.g.
+``# %% tags=["nbval-ignore-output"]`` for a timing cell nbval must not
+compare), writes ``notebooks/<name>.ipynb``, executes it top to bottom in
+``notebooks/`` and saves it with outputs, which nbval then compares on every
+test run. Sources are the reviewed text; the .ipynb files are generated and
+must not be edited by hand.
 """
 from __future__ import annotations
 
@@ -13,36 +15,30 @@ import sys
 import time
 from pathlib import Path
 
+import jupytext
 import nbformat
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+HEADER = "# Source of notebooks/"   # a source's first line: says how it is built; not a cell
 
 
-def parse_percent(text: str) -> list[tuple[str, str]]:
-    """Split percent-format text into [(cell_type, source)]; text before the first ``# %%`` is dropped."""
-    cells: list[tuple[str, list[str]]] = []
-    for line in text.splitlines():
-        if line.startswith("# %%"):
-            kind = "markdown" if "[markdown]" in line else "code"
-            cells.append((kind, []))
-        elif cells:
-            kind, body = cells[-1]
-            if kind == "markdown":
-                line = line[2:] if line.startswith("# ") else line.lstrip("#")
-            body.append(line)
-    return [(k, "\n".join(b).strip("\n")) for k, b in cells if "\n".join(b).strip()]
+def read_source(src: Path) -> nbformat.NotebookNode:
+    """The notebook a percent-format source describes, with stable cell ids and the course kernel."""
+    nb = jupytext.reads(src.read_text(), fmt="py:percent")
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "code" and c.source.startswith(HEADER))]
+    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                   "language_info": {"name": "python"}}
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i:03d}"  # stable ids keep regenerated notebooks' diffs small
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nb
 
 
 def build(src: Path, execute: bool = True, timeout: int = 600) -> Path:
     """Write notebooks/<src stem>.ipynb from ``src``; execute it when asked. Returns the path."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    for i, (kind, body) in enumerate(parse_percent(src.read_text())):
-        cell = nbformat.v4.new_markdown_cell(body) if kind == "markdown" else nbformat.v4.new_code_cell(body)
-        cell.id = f"cell-{i:03d}"  # stable ids keep regenerated notebooks' diffs small
-        nb.cells.append(cell)
+    nb = read_source(src)
     if execute:
         NotebookClient(nb, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()

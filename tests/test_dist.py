@@ -358,3 +358,34 @@ def test_a_killed_caller_leaves_no_ranks_or_folders(tmp_path, how):
         except OSError:
             continue
         assert not (b"time.sleep(600)" in cmd and state != "Z"), f"rank {pid} of the killed caller lives on"
+
+
+# ---- backend="auto" on a GPU box, tested here by faking the GPU count
+
+@pytest.fixture
+def four_fake_gpus(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+
+
+def test_auto_picks_nccl_only_for_importable_functions(four_fake_gpus):
+    assert ldist.auto_backend(_all_reduce_rank_ids, 4) == ("nccl", "")      # a module-level function
+    assert ldist.auto_backend(_all_reduce_rank_ids, 5)[0] == "gloo"         # more ranks than GPUs
+    backend, note = ldist.auto_backend(lambda r, w: r, 2)                   # a notebook-style function
+    assert backend == "gloo" and "notebook cell" in note and "\n" not in note and len(note) <= 100
+
+    def nested(rank, ws):
+        return rank
+
+    assert ldist.auto_backend(nested, 2)[0] == "gloo"
+    nested.__module__ = "__main__"
+    assert not ldist.importable(nested)
+
+
+def test_a_notebook_function_runs_on_gloo_with_a_note_when_gpus_are_present(four_fake_gpus, capsys):
+    out = launch(lambda r, w: (dist.get_backend(), r), 2)
+    assert out == [("gloo", 0), ("gloo", 1)]
+    assert "launch: <lambda> runs on gloo (CPU)" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="cannot be sent to spawned ranks"):   # nccl asked for explicitly
+        launch(lambda r, w: r, 2, backend="nccl")

@@ -11,9 +11,25 @@ from labkit import bench, nbbuild
 from labkit.viz import player as P
 
 
-def test_parse_percent_cells():
-    text = "header dropped\n# %% [markdown]\n# # Title\n# text\n#\n# %%\nx = 1\n\nprint(x)\n# %%\n\n"
-    assert nbbuild.parse_percent(text) == [("markdown", "# Title\ntext"), ("code", "x = 1\n\nprint(x)")]
+def test_percent_sources_read_with_jupytext(tmp_path):
+    src = tmp_path / "99_demo.py"
+    src.write_text('# Source of notebooks/99_demo.ipynb, built by make notebooks\n\n# %% [markdown]\n# # Title\n'
+                   '# text\n\n# %%\nx = 1\n\nprint(x)\n\n# %% tags=["nbval-ignore-output"]\nimport time\n')
+    nb = nbbuild.read_source(src)
+    assert [(c.cell_type, c.source) for c in nb.cells] == [
+        ("markdown", "# Title\ntext"), ("code", "x = 1\n\nprint(x)"), ("code", "import time")]
+    assert nb.cells[2].metadata["tags"] == ["nbval-ignore-output"] and "tags" not in nb.cells[1].metadata
+    assert [c.id for c in nb.cells] == ["cell-000", "cell-001", "cell-002"]
+
+
+def test_every_notebook_is_built_from_its_current_source():
+    import nbformat
+
+    for src in sorted((nbbuild.NOTEBOOKS / "_src").glob("*.py")):
+        want = nbbuild.read_source(src)
+        have = nbformat.read(nbbuild.NOTEBOOKS / f"{src.stem}.ipynb", as_version=4)
+        cells = lambda nb: [(c.cell_type, c.source, c.metadata.get("tags", [])) for c in nb.cells]  # noqa: E731
+        assert cells(have) == cells(want), f"{src.stem}.ipynb is stale: run make notebooks"
 
 
 def test_every_notebook_has_a_source_and_vice_versa():
@@ -60,3 +76,23 @@ def test_controlled_redraws_on_change_and_renders_figures():
     assert html.value == "2-b"
     fig, ax = plt.subplots()
     assert P.as_html(fig).startswith('<img src="data:image/png;base64,')
+
+
+def test_show_gives_file_line_and_source_of_functions_kernels_and_text(capsys):
+    import importlib
+
+    from labkit.show import show, source
+
+    add_mod = importlib.import_module("labkit.kernels.add")   # labkit.kernels.add is also a function's name
+
+    src = source(add_mod.add_kernel)                      # a @triton.jit kernel: its Python body
+    first = add_mod.add_kernel.fn.__code__.co_firstlineno
+    assert src.where.startswith("labkit/kernels/add.py:") and src.code.lstrip().startswith(("@triton.jit", "def"))
+    assert int(src.where.rsplit(":", 1)[1]) <= first
+    assert "tl.load" in src.code and "<pre" in src._repr_html_() and "labkit/kernels/add.py" in src._repr_html_()
+    assert source(bench.median_time).where.startswith("labkit/bench.py:")
+    assert str(source("  for i in range(n):\n      c[i] = a[i]\n")) == "for i in range(n):\n    c[i] = a[i]"
+    show(bench.median_time)
+    assert capsys.readouterr().out.startswith("# labkit/bench.py:")
+    with pytest.raises(ValueError, match="show: no source"):
+        source(42)

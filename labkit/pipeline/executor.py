@@ -299,7 +299,7 @@ def run_pipeline(sched: dict[int, list[Action]], cfg: MLPConfig, backward_fn: Ca
         raise ValueError(f"schedule has {num_stages_of(sched)} stages x {num_microbatches_of(sched)} microbatches, "
                          f"config has {cfg.num_stages} x {cfg.num_microbatches}")
     cfg.microbatch_rows()
-    out = launch(_worker, len(sched), sched, cfg, backward_fn, repeats, timeout=timeout)
+    out = launch(_worker, len(sched), sched, cfg, backward_fn, repeats, backend="gloo", timeout=timeout)  # CPU model
     recs = [r for r, _ in out]
     t0 = min(r.t0 for r in recs)
     timeline = {r.rank: [(a, s - t0, e - t0) for a, s, e in r.timeline] for r in recs}

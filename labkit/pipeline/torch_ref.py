@@ -93,7 +93,7 @@ def torch_pipeline_orders(num_ranks: int, configs) -> list:
     configs = [tuple(c) for c in configs]
     for kind, _, v in configs:
         _check_kind_shape(kind, num_ranks, v)
-    return launch(_order_worker, num_ranks, configs)[0]
+    return launch(_order_worker, num_ranks, configs, backend="gloo")[0]
 
 
 def torch_pipeline_order(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: int = 1) -> dict[int, list[Action]]:
@@ -173,7 +173,7 @@ def torch_executed_orders(num_ranks: int, configs) -> list[dict[int, list[Action
     configs = [tuple(c) for c in configs]
     for kind, _, v in configs:
         _check_kind_shape(kind, num_ranks, v)
-    per_rank = launch(_executed_worker, num_ranks, configs, timeout=120.0)
+    per_rank = launch(_executed_worker, num_ranks, configs, backend="gloo", timeout=120.0)
     return [{r: per_rank[r][k] for r in range(num_ranks)} for k in range(len(configs))]
 
 
@@ -215,7 +215,7 @@ def torch_step(kind: str, cfg: MLPConfig, repeats: int = 1, num_ranks: int | Non
         raise ValueError(f"{cfg.num_stages} stages do not spread evenly over {p} ranks")
     _check_kind_shape(kind, p, cfg.num_stages // p)
     cfg.microbatch_rows()
-    res = launch(_step_worker, p, kind, cfg, repeats)
+    res = launch(_step_worker, p, kind, cfg, repeats, backend="gloo")
     grads = [None] * cfg.num_stages
     loss = next(r[0] for r in res if r[0] is not None)
     for _, g, _ in res:

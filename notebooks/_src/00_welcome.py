@@ -1,4 +1,4 @@
-# Source of notebooks/00_welcome.ipynb (build: python -m labkit.nbbuild notebooks/_src/00_welcome.py)
+# Source of notebooks/00_welcome.ipynb, in jupytext's percent format; build: make notebooks
 
 # %% [markdown]
 # # Lab 00 — Welcome to MLSys Labs
@@ -18,8 +18,7 @@
 # Triton kernels run in *interpreter mode* (`TRITON_INTERPRET=1`) when no GPU is present — that has to
 # happen before any kernel is defined, which is why `import labkit` already does it.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import labkit
 from labkit import env
 

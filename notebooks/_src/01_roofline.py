@@ -1,3 +1,5 @@
+# Source of notebooks/01_roofline.ipynb, in jupytext's percent format; build: make notebooks
+
 # %% [markdown]
 # # Lab 01 — Arithmetic intensity, the roofline, MFU and fusion
 #
@@ -27,8 +29,7 @@ DEVICE = R.default_device()
 THREADS = 1 if DEVICE.type == "cpu" else None
 print("device:", DEVICE.type, "| threads used for timing:", THREADS or "default")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 report();
 
 # %% [markdown]
@@ -67,8 +68,7 @@ print("matmul n=1024: n/6 =", round(1024 / 6, 4), "| fused/unfused chain intensi
 #
 # Timings vary from run to run and machine to machine, so the cells that print them are not compared by the tests.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 with R.threads(THREADS):
     peak = R.peak_matmul(sizes=(256, 512, 1024, 2048), repeat=3, device=DEVICE)
     copy = R.bandwidth(1 << 24, "copy", device=DEVICE)
@@ -96,8 +96,7 @@ for i in (0.25, 8.0, 64.0):
 # Now measure real operations and put them on this machine's roofline. Each point: x = the op's modelled intensity,
 # y = its modelled FLOPs ÷ measured time. A point near the roof is as fast as the hardware allows.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 n = 1 << 23
 a, b, c, d = R.chain_inputs(n, device=DEVICE)
 out, tmp = torch.empty_like(a), (torch.empty_like(a), torch.empty_like(a))
@@ -133,8 +132,7 @@ fig = V.roofline_figure(PEAK, BW, points=[(m.name, m.intensity, m.flops_per_s) f
 # less data). We fuse with `torch.compile` (Inductor generates one C++/OpenMP loop on CPU, one Triton kernel on GPU).
 # The first call compiles (several seconds); we time later calls.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import time
 
 t0 = time.perf_counter()
@@ -203,8 +201,7 @@ print(f"7B model, 2^20 tokens in 100 s, peak 989 TFLOP/s: MFU = {mfu:.4f}, HFU w
 # never redone and the hardware executes only 6N + 2·N₁ per token (N₁ = first layer's weights). We time it both ways:
 # with early stopping switched off (the textbook 8N) and with torch's default.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from torch.utils.checkpoint import checkpoint, set_checkpoint_early_stop
 
 torch.manual_seed(0)

@@ -1,3 +1,5 @@
+# Source of notebooks/02_strides.ipynb, in jupytext's percent format; build: make notebooks
+
 # %% [markdown]
 # # Lab 02 — Tensors in memory: strides, views, contiguity
 #
@@ -229,8 +231,7 @@ print(f"{checked} results compared (metadata and values), {refused} views refuse
 # dislike. Summing along each row of a big matrix vs of its transpose (timings vary, so this cell's output is not
 # compared):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from labkit.bench import median_time
 
 big = torch.randn(2048, 2048)

@@ -1,3 +1,5 @@
+# Source of notebooks/03_matmul.ipynb, in jupytext's percent format; build: make notebooks
+
 # %% [markdown]
 # # Lab 03 — Tiled matrix multiplication
 #
@@ -224,8 +226,7 @@ Y = torch.randint(-4, 5, (150, 170), generator=g).double()
 for tile in (16, 64, 256):
     print(f"tile {tile:3d}: blocked_matmul == torch.matmul exactly: {torch.equal(blocked_matmul(X, Y, tile), X @ Y)}")
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
 
 from labkit.matmul.blocked import measure
@@ -241,8 +242,7 @@ ax.axhline(res["blas_gflops"], color="k", ls="--", label="torch.matmul (BLAS)")
 ax.set_xlabel("tile size"), ax.set_ylabel("GFLOP/s"), ax.legend()
 plt.show()
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
     from labkit.bench import median_time
 

@@ -1,3 +1,5 @@
+# Source of notebooks/04_triton.ipynb, in jupytext's percent format; build: make notebooks
+
 # %% [markdown]
 # # Lab 04 — Triton kernels: programs, blocks, masks, fusion
 #
@@ -175,8 +177,7 @@ print(f"intensity fused = 5*M*N / bytes = {5 * M * N / moved:.3f} FLOP/byte; unf
 # matrix between ops). On a GPU the memory-bound picture holds much better; the last section
 # measures our Triton kernel there.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 from labkit.bench import median_time
 
 xb = torch.randn(2048, 2048)
@@ -374,8 +375,7 @@ player(lambda i: V.kernel_frame(ra, i, "o_ptr", ("q_ptr", "k_ptr", "v_ptr")), V.
 # device's peak, and writes `benchmarks/results/kernels.md`. This cell runs a short version when a
 # GPU is present.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 if GPU:
     from triton.testing import do_bench
 

@@ -1,3 +1,5 @@
+# Source of notebooks/05_collectives.ipynb, in jupytext's percent format; build: make notebooks
+
 # %% [markdown]
 # # Lab 05 — Collectives: ring, tree and recursive doubling, from point-to-point messages
 #
@@ -256,8 +258,7 @@ print("labkit start (send chunk i-1 first): rank i owns chunk", owner_of_complet
 # a barrier, then each call timed on every rank; the slowest rank's time is the collective's time.
 # (The barrier and the max are harness only; the algorithms themselves use no built-in collective.)
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import time
 
 SIZES = [256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
@@ -300,8 +301,7 @@ for nbytes in SIZES:
              for a in ALGS]
     print(f"{nbytes:8d} " + " ".join(f"{c:>24s}" for c in cells))
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 fig = V.alpha_beta_figure(
     SIZES,
     {a: [measured[(a, s)] for s in SIZES] for a in ALGS},

@@ -1,3 +1,5 @@
+# Source of notebooks/08_pipeline.ipynb, in jupytext's percent format; build: make notebooks
+
 # %% [markdown]
 # # Lab 08 — Pipeline parallelism: GPipe, 1F1B, interleaving, and asynchronous weights
 #
@@ -280,8 +282,7 @@ for kind, p, m, v in [("gpipe", 4, 4, 1), ("1f1b", 4, 6, 1), ("interleaved_1f1b"
 # action's start and end on a clock shared by the processes, take the median forward and backward
 # time per stage, feed them to the simulator, and compare. Measured numbers change from run to run.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import statistics
 
 p, m = 2, 8
@@ -309,8 +310,7 @@ for kind in ("gpipe", "1f1b"):
 # Same model and configuration through `torch.distributed.pipelining` (`benchmarks/pipeline.py`
 # does this for more configurations and writes `benchmarks/results/pipeline.md`):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 for kind in ("gpipe", "1f1b"):
     ours = run_pipeline(schedule(kind, p, m), cfg, repeats=3)
     _, _, theirs = torch_step(kind, cfg, repeats=3, num_ranks=p)
