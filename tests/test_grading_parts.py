@@ -128,3 +128,15 @@ def test_static_check_accepts_ordinary_code_and_allowed_names():
 def test_a_violation_inside_one_exercise_costs_only_that_exercise():
     found = static.check("def f():\n    eval('1')\n\ndef g():\n    return 1\n" + JIT_OK, POLICY, EXERCISES)
     assert set(found) == {"f"} and static.reasons_for(found, "g") is None
+
+
+def test_check_your_work_on_a_stub_is_friendly_and_one_line(capsys):
+    from labkit.grading.check import check_your_work
+
+    row = check_your_work("lab08_pipeline", "bubble_fraction", picture=lambda fn: fn(4, 8))
+    out = capsys.readouterr().out.splitlines()
+    assert row["score"] == 0 and row["max_score"] > 0
+    assert out == ["bubble_fraction is still a stub.",
+                   "Fill it in in exercises/lab08_pipeline.py, then run this cell again.",
+                   f"grader: bubble_fraction 0/{row['max_score']} - not implemented yet"]
+    assert all(len(line) <= 100 for line in out)
