@@ -57,13 +57,28 @@ def test_markdown_table_and_results_header(tmp_path, monkeypatch):
 
 
 def test_player_shows_frame_zero_and_follows_the_slider():
-    w = P.player(lambda i: f"<b>{i}</b>", 3)
+    calls = []
+    w = P.player(lambda i: calls.append(i) or f"<b>{i}</b>", 3)
     (play, slider), html = w.children[0].children, w.children[1]
-    assert html.value == "<b>0</b>" and slider.max == 2 and play.max == 2
-    slider.value = 2
-    assert html.value == "<b>2</b>"
+    assert html.value == "<b>0</b>" and (slider.min, slider.max) == (1, 3) and (play.min, play.max) == (1, 3)
+    assert calls == [0, 1, 2] and not slider.continuous_update     # few frames: all drawn up front
+    slider.value = 3                                               # the slider counts from 1, like captions
+    assert html.value == "<b>2</b>" and calls == [0, 1, 2]         # no redraw: precomputed
     with pytest.raises(ValueError, match="at least one frame"):
         P.player(lambda i: "", 0)
+    many = P.player(lambda i: calls.append(i) or str(i), P.PRECOMPUTE_MAX + 1)
+    assert calls[3:] == [0]                                        # many frames: drawn on demand
+
+
+def test_saved_widgets_show_their_first_picture_before_the_notebook_runs():
+    fig, ax = plt.subplots(figsize=(2, 3))
+    first = P.as_html(fig)
+    w = P.player(lambda i: first if i == 0 else "<b>later</b>", 2)
+    bundle = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"].startswith("Animation of 2 frames") and "VBox" not in bundle["text/plain"]
+    assert first in bundle["text/html"] and 'style="max-width:100%' in first
+    assert w.children[1].layout.min_height == f"{P.png_height(first) + 8}px" and 200 <= P.png_height(first) <= 300
 
 
 def test_controlled_redraws_on_change_and_renders_figures():
@@ -75,7 +90,7 @@ def test_controlled_redraws_on_change_and_renders_figures():
     k.value = "b"
     assert html.value == "2-b"
     fig, ax = plt.subplots()
-    assert P.as_html(fig).startswith('<img src="data:image/png;base64,')
+    assert P.as_html(fig).startswith('<img style="max-width:100%;height:auto" src="data:image/png;base64,')
 
 
 def test_show_gives_file_line_and_source_of_functions_kernels_and_text(capsys):
