@@ -2,7 +2,9 @@
 #   make course   set everything up, then open the course in JupyterLab
 #   make test     set everything up, then run the whole test suite
 # Other targets: make setup | make grade [IMPL=exercises LAB=05] | make autograder | make notebooks | make bench
+#                make test-gpu (on a CUDA machine)
 
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,18 +12,24 @@ STAMP  := $(VENV)/.labkit-installed
 IMPL   ?= exercises
 LAB    ?=
 
-.PHONY: setup course test grade autograder notebooks bench clean
+.PHONY: setup course test test-gpu grade autograder notebooks bench clean
 
 setup: $(STAMP)
 
-# torch==2.13.0 resolves to the local CPU wheel where one is provided (as on the
-# course machines) and to the CUDA build from the registry on a GPU box.
-# The grader sandboxes submissions with bubblewrap; install it where apt-get can (as root), else say so.
+# System packages the suite uses, installed where apt-get can (as root), else said:
+# bubblewrap (the grader's sandbox) and Chromium (the browser tier drives it with Playwright).
+SYSTEM_PACKAGES := bwrap:bubblewrap chromium:chromium
+
 $(STAMP): pyproject.toml
-	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-		{ apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
-		  { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; }; }; } || \
-		echo "note: bubblewrap is not installed; the grader will run submissions without its sandbox"
+	@for pair in $(SYSTEM_PACKAGES); do cmd=$${pair%%:*}; pkg=$${pair##*:}; \
+		command -v $$cmd >/dev/null 2>&1 && continue; \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		  { apt-get install -y -qq $$pkg >/dev/null 2>&1 || \
+		    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq $$pkg >/dev/null 2>&1; }; }; } || \
+		echo "note: $$pkg is not installed; the tests that need it will say so and skip"; \
+	done
+	@# torch==2.13.0 resolves to the local CPU wheel where one is provided (as on the
+	@# course machines) and to the CUDA build from the registry on a GPU box.
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
@@ -38,6 +46,16 @@ course: setup
 test: setup
 	$(PY) -m pytest -ra --durations=15 --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg \
 		--nbval-current-env tests notebooks
+
+# The GPU tier (on a machine with a CUDA GPU): compiled kernels, NCCL, notebooks end to end, and the
+# benchmarks; its report goes to benchmarks/results/gpu-tier.md (commit it with the benchmark tables).
+test-gpu: setup
+	@$(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else \
+		'make test-gpu needs a CUDA GPU (none found); make test runs everything a CPU can')"
+	$(PY) -m labkit.env > benchmarks/results/gpu-tier.md
+	set -o pipefail; $(PY) -m pytest -ra --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg \
+		--nbval-current-env --nbval-lax tests notebooks -k "not browser" 2>&1 | tee -a benchmarks/results/gpu-tier.md
+	$(MAKE) bench
 
 grade: setup
 	$(PY) -m labkit.grade --impl $(IMPL) $(if $(LAB),--lab $(LAB),)

@@ -103,3 +103,12 @@ def report(verbose: bool = True) -> EnvReport:
     if verbose:
         print(rep)
     return rep
+
+
+if __name__ == "__main__":   # `python -m labkit.env`: what this machine offers (used by make test-gpu's report)
+    import datetime
+
+    print(f"# GPU tier report\n\n- date: {datetime.date.today().isoformat()}\n")
+    print("```")
+    report()
+    print("```")
