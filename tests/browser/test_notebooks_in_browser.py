@@ -66,7 +66,9 @@ def lab(tmp_path_factory):
         cmd.append("--allow-root")            # as `make course` does for root
     log = open(root / "server.log", "w")
     server = subprocess.Popen(cmd, cwd=ROOT / "notebooks", stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True, env=dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings)))
+                              start_new_session=True,
+                              env=dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings),
+                                       JUPYTERLAB_WORKSPACES_DIR=str(tmp_path_factory.mktemp("workspaces"))))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -102,20 +104,30 @@ OUTPUTS = """() => { const cells = window.jupyterapp.shell.currentWidget.content
         if (c.type === 'code') r.push(c.outputs.toJSON()); }
     return r; }"""
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+CURRENT = ".jp-NotebookPanel:not(.lm-mod-hidden)"   # the notebook in front
 
 
 def open_notebook(browser, url, name, console):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: console.append(str(e)))
-    page.goto(f"{url}/lab/tree/{name}?token={TOKEN}")
+    page.goto(f"{url}/lab/workspaces/{Path(name).stem}/tree/{name}?token={TOKEN}&reset")
     page.wait_for_function(PANEL_READY, timeout=90_000)
     page.wait_for_timeout(1000)   # let saved outputs render
     return page
 
 
 def visible_text(page) -> str:
-    return page.locator(".jp-OutputArea").all_inner_texts().__str__()
+    return "\n".join(page.locator(f"{CURRENT} .jp-OutputArea").all_inner_texts())
+
+
+def raw_widget_text(text: str) -> str:
+    """The first place where a widget is shown as its Python repr (empty if none)."""
+    for marker in ("VBox(children", "HBox(children"):
+        at = text.find(marker)
+        if at >= 0:
+            return text[max(0, at - 200):at + 100]
+    return ""
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
@@ -128,9 +140,9 @@ def test_notebook_in_jupyterlab(lab, notebook):
 
     # 1. before running: pictures, not widget reprs
     text = visible_text(page)
-    assert "VBox(children" not in text and "HBox(children" not in text, "a saved widget shows as raw text"
+    assert not raw_widget_text(text), f"a saved widget shows as raw text: {raw_widget_text(text)}"
     if has_widgets:
-        assert page.locator(".jp-OutputArea img").count() > 0, "a saved widget shows no picture before running"
+        assert page.locator(f"{CURRENT} .jp-OutputArea img").count() > 0, "a saved widget shows no picture before running"
 
     # 2. Run All: no errors
     t0 = time.monotonic()
@@ -147,8 +159,8 @@ def test_notebook_in_jupyterlab(lab, notebook):
     # 3. widgets render and respond
     page.wait_for_timeout(1000)
     text = visible_text(page)
-    assert "Error displaying widget" not in text and "VBox(children" not in text
-    widgets = page.locator(".jp-OutputArea .widget-vbox")
+    assert "Error displaying widget" not in text and not raw_widget_text(text), raw_widget_text(text)
+    widgets = page.locator(f"{CURRENT} .jp-OutputArea .widget-vbox")
     if has_widgets:
         assert widgets.count() > 0, "widgets did not render"
     for i in range(min(widgets.count(), 6)):
