@@ -13,6 +13,12 @@ import platform
 
 
 def _cuda_available() -> bool:
+    # No NVIDIA device node (Linux: /dev/nvidia0..., WSL2: /dev/dxg) means no CUDA: answer without
+    # importing torch (about a second), which keeps `import labkit` cheap on CPU machines.
+    import glob
+
+    if not glob.glob("/dev/nvidia[0-9]*") and not os.path.exists("/dev/dxg"):
+        return False
     import torch
 
     return bool(torch.cuda.is_available())
