@@ -155,7 +155,7 @@ def _rank_main(rank, world_size, backend, timeout, threads, workdir, fn, args, c
     _die_with_parent()
     os.setpgid(0, 0)  # a process group of our own: whatever this rank starts can be killed with it
     err = os.open(os.path.join(workdir, f"stderr{rank}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(err, 2)   # C++ aborts (gloo) and warnings land here; the caller relays them
+    os.dup2(err, 2)   # C++ aborts (gloo) and warnings land here; relayed after a clean launch
     os.close(err)
     os.environ[_RANK_ENV] = str(rank)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_ifname())
@@ -372,9 +372,10 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
         for r in sorted(outputs):
             for line in outputs[r].splitlines():
                 print(f"[rank {r}] {line}")
-        for r in sorted(stderr):
-            for line in stderr[r].splitlines():
-                print(f"[rank {r}] {line}", file=sys.stderr)
+        if clean:  # after a failure the peers' stderr is connection noise; the error carries what matters
+            for r in sorted(stderr):
+                for line in stderr[r].splitlines():
+                    print(f"[rank {r}] {line}", file=sys.stderr)
     if errors:
         # A peer's death or exception makes the others fail with network errors
         # moments later: report a root cause first, the earliest among equals.
