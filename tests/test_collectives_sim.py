@@ -31,9 +31,10 @@ def test_simulated_end_states(n, length):
     assert all(row[0] == FULL(n) for row in simulate("tree_all_reduce", n, length).final)
 
 
-def test_seed_note_example_ends_with_chunk_i_on_rank_i():
-    # the seed notes' 4-GPU example claims chunk (i+1) mod N ends on GPU i; with our schedule
-    # (rank r first sends chunk r-1) rank i owns the full sum of chunk i after reduce-scatter.
+def test_reduce_scatter_ends_with_chunk_i_on_rank_i():
+    # with our schedule (rank r first sends chunk r-1) rank i owns the full sum of chunk i after
+    # reduce-scatter; starting with chunk i instead leaves chunk (i+1) mod N on rank i
+    # (labkit.collectives.lab.complete_chunk_owner, tested in test_collectives_lab.py).
     t = simulate("ring_reduce_scatter", 4, 4)
     owners = {r: [c for c in range(4) if t.final[r][c] == FULL(4)] for r in range(4)}
     assert owners == {0: [0], 1: [1], 2: [2], 3: [3]}

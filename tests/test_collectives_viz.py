@@ -103,3 +103,17 @@ def test_alpha_beta_figure_draws_both_series():
     matplotlib.use("Agg")
     fig = V.alpha_beta_figure([1e3, 1e4], {"ring": [1e-4, 2e-4]}, {"ring": [1.1e-4, 2.1e-4]}, "t")
     assert len(fig.axes[0].lines) == 2
+
+
+def test_result_frame_marks_wrong_cells_and_greys_unspecified_ones():
+    from labkit.collectives.lab import YourRun
+
+    t = simulate("ring_reduce_scatter", 2, 4)
+    full = frozenset({0, 1})
+    run = YourRun("ring_reduce_scatter_chunks", "ring_reduce_scatter", 2, 4, 0, t.bounds,
+                  buffers=[[full, frozenset({1})], [None, frozenset({0})]], expected=t.final,
+                  matters=[[True, False], [False, True]], stats=[{}, {}], want_bytes=[(0, 0), (0, 0)])
+    html = V.result_frame(run)
+    assert not run.results_ok
+    assert html.count("3px solid #c00") == 1 and "want A+B" in html     # rank 1's chunk 1 is wrong
+    assert html.count("background:#eee") == 2 and "?" in html            # unspecified cells, one undecodable

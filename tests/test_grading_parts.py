@@ -131,10 +131,11 @@ def test_a_violation_inside_one_exercise_costs_only_that_exercise():
 
 
 def test_check_your_work_on_a_stub_is_friendly_and_one_line(capsys):
-    from labkit.grading.check import check_your_work
+    from labkit.grading.check import check_your_work, grade_one
 
-    row = check_your_work("lab08_pipeline", "bubble_fraction", picture=lambda fn: fn(4, 8))
+    assert check_your_work("lab08_pipeline", "bubble_fraction", picture=lambda fn: fn(4, 8)) is None
     out = capsys.readouterr().out.splitlines()
+    row = grade_one("lab08_pipeline", "bubble_fraction")
     assert row["score"] == 0 and row["max_score"] > 0
     assert out == ["bubble_fraction is still a stub.",
                    "Fill it in in exercises/lab08_pipeline.py, then run this cell again.",

@@ -161,9 +161,9 @@ def test_bubble_closed_form_interleaved(tf, tb):
 
 @pytest.mark.parametrize("tf, ti, tw", [(1, 1, 1), (1, Fr(3, 2), Fr(1, 2)), (2, 2, 1), (Fr(3, 2), 1, 1)])
 def test_zero_bubble_closed_form(tf, ti, tw):
-    """Splitting B into I (input grad) + W (weight grad) and deferring W: with per-chunk times
-    tF, tI, tW (stage times 1/v of them), every m >= p gives
-    makespan = m (tF + tI + tW) + (p - 1)(tF + tI - tW) / v, provided tW <= min(tF, tI)."""
+    """Splitting B into I (input grad) + W (weight grad) and deferring W: with times tf, ti, tw of a
+    rank's whole share of the model (each of its v virtual stages takes 1/v of them), every m >= p
+    gives makespan = m (tf + ti + tw) + (p - 1)(tf + ti - tw) / v, provided tw <= min(tf, ti)."""
     n = 0
     for p in (2, 3, 4):
         for m in range(p, 3 * p + 1):

@@ -58,7 +58,7 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def exchange(stats: CommStats, send: torch.Tensor | None = None, dst: int | None = None,
              recv: torch.Tensor | None = None, src: int | None = None) -> None:
-    """One round: isend ``send`` to rank ``dst`` and irecv into ``recv`` from rank ``src``; wait for both.
+    """One round: isend ``send`` to ``dst``, irecv into ``recv`` from ``src``; wait for both.
 
     Either half may be omitted (None). Empty tensors are skipped on both sides
     (both sides know the sizes, so they agree). ``send`` and ``recv`` must be

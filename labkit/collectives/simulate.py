@@ -130,6 +130,31 @@ class _Builder:
                                      tuple(tuple(row) for row in self.bufs)))
 
 
+def trace_from_rounds(algorithm: str, world_size: int, n_elements: int, rounds, root: int = 0) -> Trace:
+    """A `Trace` built from given rounds instead of from the algorithm's own schedule.
+
+    rounds: [(phase, [(src, dst, chunk, op), ...]), ...] with op "add" or "copy" —
+    e.g. the sends a learner's code really made, one round per `exchange` call.
+    Buffers start as in ``simulate(algorithm, world_size, n_elements, root)``, so the
+    result draws with the same pictures. ValueError (one line) for a move outside
+    the ranks or chunks, or one that would sum a rank's contribution twice.
+    """
+    base = simulate(algorithm, world_size, n_elements, root)
+    trace = Trace(algorithm, world_size, n_elements, base.bounds, base.initial)
+    bld = _Builder(trace)
+    n_chunks = len(base.bounds) - 1
+    for phase, moves in rounds:
+        moves = list(moves)
+        for src, dst, c, op in moves:
+            if not (0 <= src < world_size and 0 <= dst < world_size and 0 <= c < n_chunks) or op not in ("add", "copy"):
+                raise ValueError(f"trace_from_rounds: bad move {(src, dst, c, op)} in round {len(trace.steps) + 1}")
+        try:
+            bld.round(phase, moves)
+        except AssertionError as e:
+            raise ValueError(f"round {len(trace.steps) + 1}: {e}") from None
+    return trace
+
+
 def _rounds(n: int) -> int:
     return (n - 1).bit_length()
 

@@ -48,8 +48,12 @@ def grade_one(module: str, exercise: str) -> dict:
     return next(r for r in rows if r["exercise"] == exercise)
 
 
-def check_your_work(module: str, exercise: str, picture: Callable[[Callable], Any] | None = None) -> dict:
-    """Run the learner's function through the lab's picture (if given) and the grader; print the verdict."""
+def check_your_work(module: str, exercise: str, picture: Callable[[Callable], Any] | None = None) -> None:
+    """Run the learner's function through the lab's picture (if given) and the grader; print the verdict.
+
+    Returns None, so a notebook cell shows only what is printed and drawn (IPython's trailing
+    ``;`` does not silence a result under nbval, which runs cells without history).
+    """
     if picture is not None:
         run_picture(module, exercise, picture)
     row = grade_one(module, exercise)
@@ -61,4 +65,3 @@ def check_your_work(module: str, exercise: str, picture: Callable[[Callable], An
         if "NotImplementedError" in reason:
             reason = "not implemented yet"
         print(_clip(f"{verdict} - {reason}"))
-    return row

@@ -139,8 +139,9 @@ class StepRecord:
     t0: float
 
 
-def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages: int, num_microbatches: int,
-             inputs: Sequence[torch.Tensor] | None, targets: Sequence[torch.Tensor] | None,
+def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages: int,
+             num_microbatches: int, inputs: Sequence[torch.Tensor] | None,
+             targets: Sequence[torch.Tensor] | None,
              boundary_shape: tuple[int, ...], dtype: torch.dtype,
              backward_fn: Callable | None = None) -> StepRecord:
     """Run this rank's ``actions`` for one step (inside an initialised process group).
@@ -149,17 +150,19 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
     s % world_size). inputs / targets: per-microbatch tensors, needed on the
     ranks owning the first / last stage. boundary_shape: shape of every
     activation crossing a stage boundary (one microbatch). backward_fn: a
-    function with the signature of exercises/lab08_pipeline.stage_backward (a learner's version) used
-    for every B; by default the same steps run inline, with the gradient
+    function with the signature of exercises/lab08_pipeline.stage_backward (a learner's
+    version) used for every B; by default the same steps run inline, with the gradient
     received before the B interval starts so intervals are compute time only.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
     M, S = num_microbatches, num_stages
     if world < 2:
-        raise ValueError("run_step needs at least 2 ranks: neighbouring stages must live on different ranks")
+        raise ValueError("run_step needs at least 2 ranks: neighbouring stages must live on "
+                         "different ranks")
     for a in actions:
         if a.stage % world != rank or a.stage not in stages:
-            raise ValueError(f"rank {rank} was given {a!r}, but stage {a.stage} is not one of its stages {sorted(stages)}")
+            raise ValueError(f"rank {rank} was given {a!r}, but stage {a.stage} is not one of "
+                             f"its stages {sorted(stages)}")
         if a.kind not in ("F", "B", "I", "W"):
             raise ValueError(f"the executor runs F, B, I and W actions, got {a!r}")
     saved: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = {}
@@ -185,7 +188,8 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
                 loss = loss_fn(out, targets[i]) / M
                 losses[i] = loss.item() * M
             else:
-                sends.append(dist.isend(out.detach().contiguous(), dst=(s + 1) % world, tag=act_tag(s, i, M)))
+                sends.append(dist.isend(out.detach().contiguous(), dst=(s + 1) % world,
+                                        tag=act_tag(s, i, M)))
             end = time.perf_counter()
             saved[(s, i)] = (x, out, loss)
         elif a.kind == "I":  # input gradient only; keep the graph for the W
@@ -198,7 +202,8 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
             root = loss if s == S - 1 else out
             if s > 0:
                 (gx,) = torch.autograd.grad(root, [x], grad, retain_graph=True)
-                sends.append(dist.isend(gx.contiguous(), dst=(s - 1) % world, tag=grad_tag(s - 1, i, M)))
+                sends.append(dist.isend(gx.contiguous(), dst=(s - 1) % world,
+                                        tag=grad_tag(s - 1, i, M)))
             pending_w[(s, i)] = (root, grad)
             end = time.perf_counter()
         elif a.kind == "W":  # weight gradient, accumulated into .grad
@@ -224,18 +229,20 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
                 else:
                     out.backward(grad)
                 if send_to is not None:
-                    sends.append(dist.isend(x.grad.contiguous(), dst=send_to, tag=grad_tag(s - 1, i, M)))
+                    sends.append(dist.isend(x.grad.contiguous(), dst=send_to,
+                                            tag=grad_tag(s - 1, i, M)))
             else:  # a plugged-in stage_backward: its interval includes its receive wait
                 start = time.perf_counter()
-                work = backward_fn(x, out, loss, recv_from, send_to, grad_tag(s, i, M), grad_tag(s - 1, i, M))
+                work = backward_fn(x, out, loss, recv_from, send_to, grad_tag(s, i, M),
+                                   grad_tag(s - 1, i, M))
                 if work is not None:
                     sends.append(work)
             end = time.perf_counter()
         timeline.append((a, start, end))
     for w in sends:
         w.wait()
-    grads = {s: [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in m.parameters()]
-             for s, m in stages.items()}
+    grads = {s: [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+                 for p in m.parameters()] for s, m in stages.items()}
     return StepRecord(rank, losses, grads, timeline, t0)
 
 

@@ -81,7 +81,8 @@ def schedule(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: i
 
 
 def _one_f_one_b(r: int, p: int, m: int) -> list[Action]:
-    """Rank r: p - r warm-up forwards, then alternate B, F until forwards run out, then the remaining B."""
+    """1F1B on rank r: min(m, p - r) warm-up forwards, then alternate B (oldest) and F (next)
+    until the forwards run out, then the remaining Bs."""
     warmup = min(m, p - r)
     ops = [Action(r, "F", i) for i in range(warmup)]
     f = warmup

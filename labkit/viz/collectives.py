@@ -71,6 +71,40 @@ def ring_frame(trace, i: int) -> str:
             f"{moves}</div>")
 
 
+def result_frame(run) -> str:
+    """HTML of a learner's final buffers (a `labkit.collectives.lab.YourRun`) in the ring frames' style.
+
+    A cell shows the ranks whose data it holds ('?' when it is no clean sum); a cell that should
+    hold something else has a red border and the simulator's answer under it; cells the
+    collective leaves unspecified (a reduce-scatter's partial sums) are greyed.
+    """
+    n = run.world_size
+    chunks = len(run.bounds) - 1
+    head = "".join(f'<th style="padding:3px 6px">chunk {c}<br><small>{run.bounds[c + 1] - run.bounds[c]} el</small></th>'
+                   for c in range(chunks))
+    rows = []
+    for r in range(n):
+        tds = []
+        for c in range(chunks):
+            got, want = run.buffers[r][c], run.expected[r][c]
+            label = "?" if got is None else contrib_label(got)
+            colour = "#ffffff" if got is None else chunk_colour(c, len(got), n)
+            if not run.matters[r][c]:
+                tds.append(f'<td style="background:#eee;color:#999;border:1px solid #ccc;padding:3px 6px;'
+                           f'text-align:center;font-family:monospace">{html.escape(label)}</td>')
+            elif got == want:
+                tds.append(_cell(label, colour))
+            else:
+                tds.append(f'<td style="background:{colour};border:3px solid #c00;padding:3px 6px;text-align:center;'
+                           f'font-family:monospace">{html.escape(label)}<br><small>want '
+                           f'{html.escape(contrib_label(want))}</small></td>')
+        rows.append(f'<tr><th style="padding:3px 6px">rank {r}</th>{"".join(tds)}</tr>')
+    root = f", root {run.root}" if run.algorithm.startswith("tree") else ""
+    return (f"<div><b>your {html.escape(run.exercise)}, N={n}, L={run.n_elements}{root} — final buffers "
+            f"(red: differs from the simulator; grey: unspecified)</b>"
+            f"<table style='border-collapse:collapse;margin:4px 0'><tr><th></th>{head}</tr>{''.join(rows)}</table></div>")
+
+
 def _state_table(state, n: int, show_blocks: bool) -> str:
     rows = []
     for r, cells in enumerate(state):

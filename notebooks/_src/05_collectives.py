@@ -20,21 +20,21 @@
 #    latency-friendly algorithms.
 #
 # Everything below runs on real ranks started by `labkit.dist.launch`; the simulator that drives
-# the animation is checked against those runs.
+# the animation is checked against those runs. Cells that would take a page of harness code call
+# one function of `labkit.collectives.lab` instead; `show(...)` prints the code that matters.
+# Whenever you see **Predict first**, write your guess down before running the next cell.
 
 # %%
-import warnings
-
 import numpy as np
 import torch
-import torch.distributed as dist
 from IPython.display import HTML, display
 
 import labkit
 import labkit.collectives as C
-from labkit.collectives import alpha_beta, formulas
+from labkit.collectives import alpha_beta, lab
 from labkit.collectives.primitives import PRIMITIVES, primitive_states
-from labkit.dist import launch
+from labkit.grading.check import check_your_work
+from labkit.show import show
 from labkit.viz import collectives as V
 from labkit.viz.player import player
 
@@ -54,37 +54,19 @@ display(HTML("".join(V.primitive_html(name, *primitive_states(name, N)) for name
 
 # %% [markdown]
 # Pictures are claims, so let us check them: each rank's block *b* carries the number
-# 2^(rank·N + b), so any sum decodes uniquely into the blocks it contains. We run
-# `torch.distributed`'s own collectives on 4 real ranks and compare with the "after" pictures.
+# 2^(rank·N + b), so any sum decodes uniquely into the blocks it contains.
+# `lab.primitives_vs_torch` runs `torch.distributed`'s own seven collectives on 4 real ranks and
+# compares what they leave with the "after" pictures.
+#
+# **Predict first:** which of the seven leave *the same* data on every rank?
 
 # %%
-def primitives_on_ranks(rank, n):
-    warnings.simplefilter("ignore", FutureWarning)  # torch 2.13 renames reduce_scatter_tensor; same semantics
-    val = lambda b=0: torch.tensor([2.0 ** (rank * n + b)], dtype=torch.float64)
-    zero = lambda: torch.zeros(1, dtype=torch.float64)
-    out = {}
-    t = val() if rank == 0 else zero(); dist.broadcast(t, 0); out["broadcast"] = [t]
-    t = zero(); dist.scatter(t, [val(b) for b in range(n)] if rank == 0 else None, src=0); out["scatter"] = [t]
-    lst = [zero() for _ in range(n)]; dist.gather(val(), lst if rank == 0 else None, dst=0)
-    out["gather"] = lst if rank == 0 else None
-    t = val(); dist.reduce(t, 0); out["reduce"] = [t] if rank == 0 else None
-    lst = [zero() for _ in range(n)]; dist.all_gather(lst, val()); out["all_gather"] = lst
-    t = zero(); dist.reduce_scatter_tensor(t, torch.cat([val(b) for b in range(n)])); out["reduce_scatter"] = [t]
-    t = val(); dist.all_reduce(t); out["all_reduce"] = [t]
-    return out
-
-real = launch(primitives_on_ranks, N)
-for name in PRIMITIVES:
-    _, after = primitive_states(name, N)
-    ok = all(real[r][name] is None and not any(after[r])
-             or [float(t) for t in real[r][name]] == [sum(2.0 ** (q * N + b) for q, b in cell) for cell in after[r]]
-             for r in range(N))
-    print(f"{name:15s} picture matches torch.distributed: {ok}")
+print(lab.primitives_vs_torch(N))
 
 # %% [markdown]
-# Note the pairs: **all-reduce = reduce-scatter + all-gather**, and **reduce + broadcast** is
-# another all-reduce. Those identities are exactly how the ring and the tree algorithms below
-# are built.
+# Broadcast, all-gather and all-reduce leave every rank with the same data. Note the pairs:
+# **all-reduce = reduce-scatter + all-gather**, and **reduce + broadcast** is another all-reduce.
+# Those identities are exactly how the ring and the tree algorithms below are built.
 #
 # ## 2. The ring all-reduce, step by step
 #
@@ -101,10 +83,12 @@ for name in PRIMITIVES:
 # the ranks whose data it already contains; the colour (one hue per chunk) darkens as
 # contributions accumulate; thick borders mark the cells written in that step, and the step's
 # transfers — one per link — are listed underneath. Here N = 4 and L = 10 (chunks of 3, 3, 2, 2).
+#
+# **Predict first:** after the 3 reduce-scatter rounds, which chunk is complete on rank 2? How
+# many elements did rank 2 send by then?
 
 # %%
 trace = C.simulate("ring_all_reduce", 4, 10)
-display(HTML(V.ring_frame(trace, 0)))          # frame 0, static
 player(lambda i: V.ring_frame(trace, i), trace.n_steps + 1, interval_ms=900)
 
 # %% [markdown]
@@ -116,36 +100,56 @@ for step in trace.steps:
     print(f"step {step.index + 1} ({step.phase:14s}) {moves}")
 print("after reduce-scatter, complete chunk on each rank:",
       {r: [c for c in range(4) if len(trace.steps[2].buffers[r][c]) == 4] for r in range(4)})
+print("elements rank 2 sent during reduce-scatter:",
+      sum(t.numel for s in trace.steps[:3] for t in s.transfers if t.src == 2))
 
 # %% [markdown]
-# ### The simulator against a real run
+# ### The code, and the simulator against a real run
 #
-# Now the real thing: `labkit.collectives.ring_all_reduce` on 4 gloo ranks. It only ever calls
-# `exchange` (an `isend` and an `irecv` posted together, then both waited on — posting both first
-# is what keeps a ring from deadlocking). We record every send (which chunk — read off the
-# buffer offset — to which rank, at which step) and compare with the trace, and compare the final
-# buffers with `dist.all_reduce` and with the trace's numbers.
+# `labkit.collectives.ring_all_reduce` is the two halves one after the other, on a flat view of
+# the tensor cut by `chunk_bounds`:
 
 # %%
-L = 10
-inputs = np.arange(4 * L, dtype=np.float64).reshape(4, L) % 7 - 3
+show(C.ring_all_reduce)
 
-def ring_on_ranks(rank, n):
-    x = torch.from_numpy(inputs[rank].copy())
-    with C.recording() as events:
-        stats = C.ring_all_reduce(x)
-    ref = torch.from_numpy(inputs[rank].copy())
-    dist.all_reduce(ref)
-    bounds = C.chunk_bounds(L, n)
-    sends = [(e.step, e.peer, bounds.index((e.data_ptr - x.data_ptr()) // 8)) for e in events if e.op == "send"]
-    return x.numpy(), torch.equal(x, ref), sends, stats
+# %% [markdown]
+# Each half only ever calls `exchange`: an `isend` and an `irecv` posted together, then both
+# waited on. Posting both before waiting is what keeps a ring from deadlocking — if every rank
+# first waited for its send to be received, nobody would be receiving.
 
-real = launch(ring_on_ranks, 4)
-for r, (buf, same_as_torch, sends, stats) in enumerate(real):
-    traced = [(s.index, t.dst, t.chunk) for s in trace.steps for t in s.transfers if t.src == r]
-    print(f"rank {r}: equals dist.all_reduce: {same_as_torch} | sends match trace: {sends == traced} "
-          f"| final buffer equals trace: {np.array_equal(buf, trace.values(inputs)[r])}")
-print("result:", real[0][0])
+# %%
+show(C.exchange)
+
+# %% [markdown]
+# Now the real thing on 4 gloo ranks, L = 10. `lab.ring_vs_trace` records every send (which
+# chunk — read off the buffer offset — to which rank, at which step) and compares it with the
+# trace, and compares the final buffers with `dist.all_reduce` and with the trace's numbers:
+
+# %%
+table, result = lab.ring_vs_trace(4, 10)
+print(table)
+print("result:", result)
+
+# %% [markdown]
+# ### Exercises: the ring
+#
+# In `exercises/lab05_collectives.py` write `ring_reduce_scatter_chunks`, `ring_all_gather_chunks`
+# and `ring_all_reduce` (composed from the two). Each cell below runs *your* function on 4 real
+# ranks, L = 10 — every element of rank r's buffer is 2^r, so the result decodes into the ranks
+# it contains — and draws it like the animation above: your recorded sends as a ring animation,
+# your final buffers next to the simulator's (red = different), your bytes next to the formulas.
+# Then the grader runs that exercise's graded tests. Until you write the function it says so.
+
+# %%
+check_your_work("lab05_collectives", "ring_reduce_scatter_chunks",
+                picture=lab.picture("ring_reduce_scatter_chunks"))
+
+# %%
+check_your_work("lab05_collectives", "ring_all_gather_chunks",
+                picture=lab.picture("ring_all_gather_chunks"))
+
+# %%
+check_your_work("lab05_collectives", "ring_all_reduce", picture=lab.picture("ring_all_reduce"))
 
 # %% [markdown]
 # ## 3. Bytes on the wire
@@ -153,186 +157,299 @@ print("result:", real[0][0])
 # Rank r sends every chunk except chunk r during reduce-scatter and every chunk except chunk r+1
 # during all-gather. With c_i the bytes of chunk i and S the buffer's bytes:
 #
-# **bytes_sent(r) = 2S − c_r − c_(r+1 mod N)**, so **Σ_r bytes_sent(r) = 2(N−1)·S exactly**, and each
-# rank is within two elements of **2(N−1)/N · S** (exactly equal when N divides L). That per-rank
-# figure is the famous one: it hardly grows with N, and no all-reduce can do with less, because
-# every rank must receive (N−1)/N·S for the reduce and as much again for the gather.
+# **bytes_sent(r) = 2S − c_r − c_(r+1 mod N)**, so **Σ_r bytes_sent(r) = 2(N−1)·S exactly**, and
+# each rank is within two elements of **2(N−1)/N · S** (exactly equal when N divides L). That
+# per-rank figure is the famous one: it hardly grows with N, and no all-reduce can do with less,
+# because every rank must receive (N−1)/N·S for the reduce and as much again for the gather.
 #
-# Measured on real ranks, float32, L = 1001 elements (S = 4004 bytes, not divisible by 3, 4, 5, 6):
+# **Predict first:** float32, L = 1001 elements (S = 4004 bytes). How many bytes does each of
+# N = 4 ranks send? (1001 = 4·250 + 1, so chunk 0 has 251 elements.)
 
 # %%
-def ring_bytes(rank, n, length):
-    return C.ring_all_reduce(torch.ones(length)).bytes_sent
-
-length, item = 1001, 4
-S = length * item
-for n in (2, 3, 4, 5, 6):
-    sent = launch(ring_bytes, n, length)
-    f = [formulas.ring_all_reduce_bytes(r, n, length, item)[0] for r in range(n)]
-    print(f"N={n}: sent per rank {sent} | formula {f} | 2(N-1)/N·S = {2 * (n - 1) / n * S:.1f} "
-          f"| total {sum(sent)} = 2(N-1)·S = {2 * (n - 1) * S}: {sum(sent) == 2 * (n - 1) * S}")
+print(lab.ring_bytes_table(sizes=(2, 3, 4, 5, 6), length=1001))
 
 # %% [markdown]
 # ### Trees and recursive doubling
 #
 # * **Binomial tree** (`tree_broadcast`, `tree_reduce`): ⌈log₂N⌉ rounds; in round k every rank
 #   that already has the data sends the *whole* buffer to the rank 2^k further on. Each non-root
-#   receives S once, the root sends ⌈log₂N⌉·S — few rounds, but whole buffers.
+#   receives S once, the root sends ⌈log₂N⌉·S — few rounds, but whole buffers. Here is the reduce,
+#   which is the broadcast played backwards (partial sums flow towards the root):
+
+# %%
+show(C.tree_reduce)
+
+# %% [markdown]
 # * **Recursive doubling** all-reduce: log₂N rounds of "swap the whole buffer with rank r XOR 2^k
-#   and add". For N not a power of two, the N−P extra ranks (P the largest power of two ≤ N) first
-#   fold their data into ranks 0…N−P−1 and get the answer back at the end: two more rounds.
+#   and add". For N not a power of two, the N−P extra ranks (P the largest power of two ≤ N)
+#   first fold their data into ranks 0…N−P−1 and get the answer back at the end: two more rounds.
 #   Each rank moves log₂P·S (+S with a fold partner): more than the ring's 2(N−1)/N·S once N > 2.
 #
+# **Predict first:** on 6 ranks, which ranks send the most in recursive doubling, and how many S?
 # Measured bytes sent per rank on 6 ranks (S = 4004 bytes) next to the formulas:
 
 # %%
-def log_algorithms_bytes(rank, n, length):
-    x = torch.ones(length)
-    return (C.tree_broadcast(x.clone(), 0).bytes_sent, C.tree_reduce(x.clone(), 0).bytes_sent,
-            C.recursive_doubling_all_reduce(x.clone()).bytes_sent, C.ring_all_reduce(x.clone()).bytes_sent)
-
-n = 6
-real = launch(log_algorithms_bytes, n, length)
-for k, name in enumerate(["tree_broadcast", "tree_reduce", "recursive_doubling_all_reduce", "ring_all_reduce"]):
-    key = "recursive_doubling_all_reduce" if name.startswith("recursive") else name
-    want = [formulas.BYTES[key](r, n, length, item)[0] for r in range(n)]
-    got = [row[k] for row in real]
-    print(f"{name:30s} sent {got} formula-match: {got == want} total {sum(got)}")
+print(lab.log_bytes_table(n=6, length=1001))
 
 # %% [markdown]
-# ## 4. Correcting the reference notes
+# ### Exercises: tree broadcast and recursive doubling
 #
-# The seed notes this course grew from contain errors about the ring; each is checked here.
+# Write `tree_broadcast` and `recursive_doubling_all_reduce`. The pictures run yours on 6 ranks
+# (the tree's root is rank 2, so relative ranks matter; 6 is not a power of two, so the fold
+# matters) and compare the final buffers and bytes with the simulator and the formulas.
+
+# %%
+check_your_work("lab05_collectives", "tree_broadcast", picture=lab.picture("tree_broadcast"))
+
+# %%
+check_your_work("lab05_collectives", "recursive_doubling_all_reduce",
+                picture=lab.picture("recursive_doubling_all_reduce"))
+
+# %% [markdown]
+# ## 4. Common mistakes about the ring
 #
-# 1. **"Ring all-reduce costs O(α log p + βM)"** — no: the ring takes **2(p−1)** rounds, so its
-#    latency term is **2(p−1)·α**, linear in p. The log p term belongs to trees and recursive doubling.
-# 2. **"T = α log₂p + β·M·(2p−1)/p"** — the bandwidth factor is **2(p−1)/p**, not (2p−1)/p:
-#    the two differ by M/p per rank (for p = 4: 1.5·M vs 1.75·M). The counted bytes above match
-#    2(p−1)/p.
-# 3. **The worked 4-GPU example** restarts half-way ("let me redo this"), and its own first step
-#    (GPU i sends chunk i) does not lead to "GPU i owns chunk i": with that start, after N−1
-#    reduce-scatter steps GPU i owns chunk **(i+1) mod N**. Our schedule starts with chunk i−1, so
-#    rank i owns chunk i — which is what `reduce_scatter_tensor` promises.
-# 4. **Tables mixing S and 2(N−1)/N·S** for the same all-reduce: per rank it is 2(N−1)/N·S
-#    (in *and* out); S is the buffer, and 2(N−1)·S the total over all ranks.
+# Each of these is said often; each is checked here.
+#
+# 1. **A claim you will often meet: "ring all-reduce costs O(α log p + βM)".** No: the ring takes
+#    **2(p−1)** rounds, so its latency term is **2(p−1)·α**, linear in p. The log p term belongs
+#    to trees and recursive doubling. The table counts the ring's rounds on the simulator's trace
+#    and lists each algorithm's model cost (rounds·α + bytes·β for an S-byte buffer).
+# 2. **Another: "ring all-reduce is the best choice on high-latency networks".** It is the
+#    opposite: with 2(p−1) latency terms the ring is the *worst* when α dominates (small buffers,
+#    slow links, many ranks); it wins when bytes dominate.
+# 3. **Another: "the ring's time is independent of the number of ranks".** Only the bandwidth
+#    term nearly is (2(p−1)/p → 2); the latency term grows linearly with p.
+# 4. **"Recursive halving is not bandwidth-optimal."** Rabenseifner's all-reduce — reduce-scatter
+#    by recursive *halving* (exchange half the buffer with rank r XOR p/2, then a quarter with
+#    r XOR p/4, …), then all-gather by recursive doubling — sends 2(p−1)/p·S per rank like the
+#    ring, in **2·log₂p** rounds (log₂p each way) instead of 2(p−1).
+#
+# **Predict first:** how many rounds does the ring need on 64 ranks? Rabenseifner?
+
+# %%
+print(lab.rounds_table(ps=(2, 4, 8, 16, 64)))
+
+# %% [markdown]
+# 5. **A formula you will meet: "T = α·log₂p + β·M·(2p−1)/p".** Besides the latency term, the
+#    bandwidth factor is **2(p−1)/p**, not (2p−1)/p: the two differ by M/p per rank (for p = 4:
+#    1.5·M vs 1.75·M). The bytes counted in section 3 match 2(p−1)/p.
+# 6. **"An all-reduce moves S bytes per rank"** (or, in the same table, 2(N−1)·S). Per rank it is
+#    2(N−1)/N·S sent *and* as much received; S is the buffer, 2(N−1)·S the total over all ranks.
 
 # %%
 p, M = 4, 1_000_000
-ring_rounds, ring_beta = alpha_beta.coefficients("ring_all_reduce", p, M)
-print(f"ring rounds for p={p}: {ring_rounds} = 2(p-1), not log2(p) = {int(np.log2(p))}")
-print(f"ring bytes per rank for M={M}: {ring_beta:.0f} = 2(p-1)/p·M; the notes' (2p-1)/p·M = {(2 * p - 1) / p * M:.0f}")
+ring_rounds, ring_bytes = alpha_beta.coefficients("ring_all_reduce", p, M)
+print(f"ring bytes per rank for M={M}: {ring_bytes:.0f} = 2(p-1)/p·M, not (2p-1)/p·M = "
+      f"{(2 * p - 1) / p * M:.0f} and not M")
+print(f"ring bytes over all {p} ranks: {p * ring_bytes:.0f} = 2(p-1)·M")
 
-# the notes' schedule: GPU i sends chunk (i - s) % N at step s (chunk i first); which chunk ends complete?
-def owner_of_complete_chunk(first_offset, n=4):
-    have = [[{r} for _ in range(n)] for r in range(n)]
-    for s in range(n - 1):
-        sent = [(r, (r - s - first_offset) % n) for r in range(n)]
-        old = [[set(c) for c in row] for row in have]
-        for r, c in sent:
-            have[(r + 1) % n][c] |= old[r][c]
-    return {r: [c for c in range(n) if len(have[r][c]) == n][0] for r in range(n)}
+# %% [markdown]
+# 7. **A worked example you may meet** has GPU i send chunk i at the first reduce-scatter step
+#    and then says "GPU i owns chunk i". With that start, after N−1 steps GPU i owns chunk
+#    **(i+1) mod N**. Our schedule starts with chunk i−1, so rank i owns chunk i — which is what
+#    `reduce_scatter_tensor` promises. `lab.complete_chunk_owner` plays both starts:
 
-print("notes' start (send chunk i first):   GPU i owns chunk", owner_of_complete_chunk(0))
-print("labkit start (send chunk i-1 first): rank i owns chunk", owner_of_complete_chunk(1))
+# %%
+print("start with chunk i   (offset 0): rank i owns chunk", lab.complete_chunk_owner(0, 4))
+print("start with chunk i-1 (offset 1): rank i owns chunk", lab.complete_chunk_owner(1, 4))
 
 # %% [markdown]
 # ## 5. The α–β model, fitted on this machine
 #
 # A message of n bytes costs **α + n·β** (α: latency per message, β: seconds per byte). A round in
 # which every rank sends one message costs as much as its largest message. Counting rounds and
-# critical-path bytes (p ranks, buffer of n bytes):
+# critical-path bytes (p ranks, P the largest power of two ≤ p, buffer of n bytes):
 #
 # | algorithm | rounds (× α) | bytes on the critical path (× β) |
 # |---|---|---|
 # | ring all-reduce | 2(p−1) | 2(p−1)/p · n |
 # | binomial tree all-reduce (reduce + broadcast) | 2⌈log₂p⌉ | 2⌈log₂p⌉ · n |
 # | recursive doubling | log₂P (+2 if p ≠ P) | log₂P (+2) · n |
+# | Rabenseifner (model only) | 2·log₂P (+2 if p ≠ P) | 2(P−1)/P · n (+2n) |
 #
-# Those coefficients are asserted (in `tests/test_collectives_sim.py`) to equal the round and byte
+# The first three are asserted (in `tests/test_collectives_sim.py`) to equal the round and byte
 # counts of the simulator's traces. Small messages: fewer rounds win (recursive doubling, tree).
 # Large messages: fewer bytes win (ring). For p = 4 recursive doubling and ring cross where
 # 2α + 2nβ = 6α + 1.5nβ, i.e. at **n = 8α/β**.
 #
-# Now we time the three all-reduces on 4 real ranks over a range of sizes and fit α and β by least
-# squares (relative error, so small and large messages count equally). The timing loop is ours:
-# a barrier, then each call timed on every rank; the slowest rank's time is the collective's time.
-# (The barrier and the max are harness only; the algorithms themselves use no built-in collective.)
+# Now we time the three all-reduces — and gloo's own `dist.all_reduce`, in the same processes —
+# on 4 real ranks over a range of sizes. The timing loop (`lab.time_all_reduces`): a barrier, then
+# each call timed on every rank; the slowest rank's time is the collective's time; we keep the
+# minimum of 15 calls (on a shared CPU, other processes only ever *add* time). The barrier and the
+# max are harness only; our algorithms themselves use no built-in collective.
+#
+# **Predict first:** which of our three is fastest at 256 bytes, and which at 16 MiB? Is gloo's
+# `dist.all_reduce` at 256 bytes closer to our ring or to recursive doubling?
 
 # %% tags=["nbval-ignore-output"]
 import time
 
-SIZES = [256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
-ALGS = {
-    "ring_all_reduce": C.ring_all_reduce,
-    "recursive_doubling_all_reduce": C.recursive_doubling_all_reduce,
-    "tree_all_reduce": lambda x: (C.tree_reduce(x, 0), C.tree_broadcast(x, 0)),
-}
-
-def time_on_ranks(rank, n, sizes, repeat=15):
-    out = {}
-    for nbytes in sizes:
-        x = torch.ones(nbytes // 4)
-        for name, fn in ALGS.items():
-            fn(x)  # warm-up
-            samples = []
-            for _ in range(repeat):
-                dist.barrier()
-                t0 = time.perf_counter()
-                fn(x)
-                dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-                dist.all_reduce(dt, op=dist.ReduceOp.MAX)
-                samples.append(float(dt))
-            # the minimum, not the median: on a shared CPU other processes only ever *add* time
-            out[(name, nbytes)] = min(samples)
-    return out
-
-P_RANKS = 4
+P_RANKS, SIZES = 4, lab.SIZES
 t0 = time.perf_counter()
-measured = launch(time_on_ranks, P_RANKS, SIZES, timeout=300)[0]
+measured = lab.time_all_reduces(P_RANKS, SIZES)
 print(f"timed {len(measured)} (algorithm, size) points in {time.perf_counter() - t0:.1f} s")
+print(lab.times_table(measured, SIZES))
+ms = {a: measured[(a, 256)] * 1e3 for a in lab.TIMED}
+print(f"256 B: gloo {ms['gloo_all_reduce']:.2f} ms, our ring {ms['ring_all_reduce']:.2f} ms, "
+      f"rec. doubling {ms['recursive_doubling_all_reduce']:.2f} ms "
+      f"-> gloo / our ring = {ms['gloo_all_reduce'] / ms['ring_all_reduce']:.2f}")
 
-samples = [(name, P_RANKS, nbytes, t) for (name, nbytes), t in measured.items()]
-alpha, beta = alpha_beta.fit_alpha_beta(samples)
-print(f"fitted alpha = {alpha * 1e6:.1f} us per message, beta = {beta * 1e9:.3f} ns/byte "
-      f"(= {1 / beta / 1e9:.2f} GB/s effective)")
-print(f"{'size':>8s} " + " ".join(f"{a[:22]:>24s}" for a in ALGS) + "   (measured / model, ms)")
-for nbytes in SIZES:
-    cells = [f"{measured[(a, nbytes)] * 1e3:9.3f} / {alpha_beta.predict_time(a, P_RANKS, nbytes, alpha, beta) * 1e3:9.3f}"
-             for a in ALGS]
-    print(f"{nbytes:8d} " + " ".join(f"{c:>24s}" for c in cells))
+# %% [markdown]
+# Read the last line: gloo's all-reduce (by default a ring algorithm too, with the same
+# 2(p−1) = 6 rounds here) pays for its rounds just like ours. On the 2-core machine this lab was
+# written on it took 1.7 ms at 256 B against our ring's 2.0 ms and recursive doubling's 0.7 ms.
+# Your numbers will differ; the ordering is what to look at.
+#
+# ### One α and β for everything?
+#
+# The simplest fit uses one (α, β) for all three algorithms — least squares on the *relative*
+# error, so small and large messages count equally. Then we fit each algorithm on its own
+# samples. The second table lists measured / model for every size, with the joint fit and with
+# the algorithm's own fit.
 
 # %% tags=["nbval-ignore-output"]
+table, fits = lab.fit_table(measured, P_RANKS)
+print(table)
+print(lab.ratio_table(measured, P_RANKS, fits, SIZES))
+for a in lab.TIMED[:3]:
+    joint, own = (lab.median_ratio(measured, P_RANKS, fits[k], a) for k in ("joint", a))
+    print(f"{a:30s} median measured/model: joint fit {joint:.2f}, own fit {own:.2f}")
+
+# %% [markdown]
+# The joint fit is off by a *factor at nearly every size*: measured / model is about 1.5–2 for
+# the ring and recursive doubling and below 1 for the tree. That is not noise, it is a missing
+# term. On this CPU 4 ranks share 2 cores. In every round of the ring and of recursive doubling
+# all 4 ranks send and add at the same time, so each gets half a core; in half of the tree's
+# rounds only 2 ranks are busy (the reduce's last round and the broadcast's first involve ranks 0
+# and 1 only). So "one round" is not one price: fitted per algorithm, the ring's and recursive
+# doubling's α and β come out roughly twice the tree's, and each algorithm's own fit leaves ratios
+# scattered around 1 — what is left is scheduler noise, not a constant factor. On a GPU node each
+# rank has its own GPU and links, and one (α, β) per link describes all three far better.
+#
+# The plot shows the measured times (markers) and each algorithm's own α–β line.
+
+# %% tags=["nbval-ignore-output"]
+from labkit.viz.player import figure_to_html
+
+ALGS = lab.TIMED[:3]
 fig = V.alpha_beta_figure(
     SIZES,
     {a: [measured[(a, s)] for s in SIZES] for a in ALGS},
-    {a: [alpha_beta.predict_time(a, P_RANKS, s, alpha, beta) for s in SIZES] for a in ALGS},
-    title=f"all-reduce on {P_RANKS} gloo ranks: measured vs α–β model")
-
-predicted_x = alpha_beta.crossover_bytes("recursive_doubling_all_reduce", "ring_all_reduce", P_RANKS, alpha, beta)
-ring_wins = [s for s in SIZES if measured[("ring_all_reduce", s)] < measured[("recursive_doubling_all_reduce", s)]]
+    {a: [alpha_beta.predict_time(a, P_RANKS, s, *fits[a]) for s in SIZES] for a in ALGS},
+    title=f"all-reduce on {P_RANKS} gloo ranks: measured vs α–β model (one fit per algorithm)")
+display(HTML(figure_to_html(fig)))
+RD, RING = "recursive_doubling_all_reduce", "ring_all_reduce"
+joint_x = alpha_beta.crossover_bytes(RD, RING, P_RANKS, *fits["joint"])
+own_x = alpha_beta.crossover_fitted(RD, fits[RD], RING, fits[RING], P_RANKS)
+ring_wins = [s for s in SIZES if measured[(RING, s)] < measured[(RD, s)]]
 stays = [s for s in SIZES if all(t in ring_wins for t in SIZES if t >= s)]
-print(f"model crossover (recursive doubling -> ring): n = 8α/β = {predicted_x / 1024:.0f} KiB")
-print("measured: sizes where the ring beat recursive doubling:", [f"{s / 1024:g}K" for s in ring_wins])
-print("measured: ring faster at every size from", f"{stays[0] / 1024:g} KiB on" if stays else "— (not within these sizes)")
+print(f"model crossover, recursive doubling -> ring: joint fit 8α/β = {joint_x / 1024:.0f} KiB, "
+      f"own fits {own_x / 1024:.0f} KiB")
+print("measured: ring faster at every size from", f"{stays[0] / 1024:g} KiB on" if stays else "- (not here)")
 
 # %% [markdown]
 # What to look for in the plot: at small sizes all curves are flat (α-dominated) and the ring's
 # 2(p−1) = 6 rounds make it the slowest; at large sizes the curves are straight lines of slope 1
-# (β-dominated) and the ring's 1.5·n beats recursive doubling's 2·n and the tree's 4·n. On a shared
-# 2-core CPU, 4 ranks oversubscribe the cores: a round cannot finish until every rank in the
-# chain has been scheduled, so small-message times are noisy (we keep the minimum of 15 runs) and
-# the ring, with the most rounds, suffers most — gloo's own `dist.all_reduce`, also a ring here,
-# shows the same small-message times. The measured crossover can move by a factor of a few
-# between runs; the fitted model still shows the shape. On a GPU node
-# (NCCL, NVLink) α is a few microseconds and β a fraction of a nanosecond per byte, so the
-# crossover moves, but the reasoning is the same.
+# (β-dominated) and the ring's 1.5·n beats recursive doubling's 2·n and the tree's 4·n. Small
+# message times on a shared 2-core CPU are noisy, so the measured crossover can move by a factor
+# of a few between runs.
 #
-# How does our ring compare with gloo's own `dist.all_reduce`? `benchmarks/collectives.py`
-# times both in the same processes, 4 KB … 64 MB, and reports algbw = S/t and
-# busbw = algbw · 2(N−1)/N (the nccl-tests definitions) — results in
-# `benchmarks/results/collectives.md`. One trick matters there: labkit's reduce-scatter sends
-# chunks larger than 1 MiB as 1 MiB segments, so adding one segment overlaps with receiving the
-# next (bytes are unchanged; only the message count grows). NCCL and gloo pipeline the same way.
+# ### The same model on real interconnects
+#
+# Here β was about a nanosecond per byte (≈ 1 GB/s through the loopback and two busy cores).
+# Links between GPUs are far faster: β = 1 / (bandwidth in one direction). A second rule of thumb
+# you will often meet — **"switch from tree to ring above 1–10 KB"** — only holds for one α/β
+# ratio. With α = 5 µs (a typical NCCL latency), the recursive-doubling/ring crossover on 4 ranks,
+# 8α/β, lands in the megabytes:
+
+# %%
+print(lab.link_table(alpha_s=5e-6, p=4))
+
+# %% [markdown]
+# NVLink's β is a few **picoseconds** per byte (≈ 3 ps/B at 300 GB/s per direction; vendors'
+# "600 GB/s" counts both directions), a thousand times smaller than this CPU's. InfiniBand HDR is
+# 200 *gigabits* per second, 25 GB/s, not 200 GB/s. The smaller β, the larger the buffers for which
+# latency, not bandwidth, decides — which is why NCCL switches between ring and tree algorithms by
+# message size and node count.
+#
+# ### On a GPU box: gloo next to NCCL
+#
+# With two or more GPUs this cell times `dist.all_reduce` over NCCL on CUDA tensors next to gloo
+# on CPU tensors (`lab.builtin_times(n, backend="nccl")`, an importable rank function started by
+# `labkit.dist.launch`) and prints the bus bandwidth busbw = S/t · 2(n−1)/n (the nccl-tests
+# definition: the bytes a ring moves per rank, per second).
+
+# %% tags=["nbval-ignore-output"]
+if torch.cuda.device_count() >= 2:
+    print(lab.gloo_vs_nccl(min(4, torch.cuda.device_count())))
+else:
+    print("No 2 GPUs here: on a GPU box this cell times dist.all_reduce over NCCL next to gloo.")
+
+# %% [markdown]
+# How does our ring compare with gloo's own `dist.all_reduce` at large sizes?
+# `benchmarks/collectives.py` times both in the same processes, 4 KB … 64 MB, and reports
+# algbw = S/t and busbw = algbw · 2(N−1)/N — results in `benchmarks/results/collectives.md`. One
+# trick matters there: labkit's reduce-scatter sends chunks larger than 1 MiB as 1 MiB segments,
+# so adding one segment overlaps with receiving the next (bytes are unchanged; only the message
+# count grows). NCCL and gloo pipeline the same way.
+#
+# ## 6. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** A data-parallel job all-reduces 1 GB of gradients over 8 GPUs with a ring. How
+# many bytes does each GPU send, and how many rounds does it take?
+#
+# <details><summary>Answer</summary>
+#
+# 2(p−1)/p · S = 2·7/8 · 1 GB = **1.75 GB** sent (and as much received) per GPU, in 2(p−1) = **14**
+# rounds. Over all 8 GPUs: 2(p−1)·S = 14 GB.
+#
+# </details>
+#
+# **Problem 2.** float32, L = 10 elements, N = 4 ranks. What are the chunk sizes, and how many
+# bytes does rank 1 send in a ring all-reduce?
+#
+# <details><summary>Answer</summary>
+#
+# Chunks of 3, 3, 2, 2 elements (the first L mod N = 2 get the extra one): 12, 12, 8, 8 bytes.
+# Rank 1 sends everything but chunk 1 in the reduce-scatter and everything but chunk 2 in the
+# all-gather: 2S − c₁ − c₂ = 80 − 12 − 8 = **60 bytes**.
+#
+# </details>
+#
+# **Problem 3.** Recursive doubling on N = 6 ranks. How many rounds, and how many buffers does
+# rank 0 send? Rank 5?
+#
+# <details><summary>Answer</summary>
+#
+# P = 4: a fold round, log₂4 = 2 swap rounds, an unfold round: **4 rounds**. Rank 0 has a fold
+# partner (rank 4): it receives in the fold, sends in both swaps and in the unfold: **3·S**. Rank 5
+# only sends its buffer to rank 1 in the fold: **1·S** (the table in section 3 shows 12012 and 4004
+# bytes for S = 4004).
+#
+# </details>
+#
+# **Problem 4.** On 4 GPUs with NVLink (α = 5 µs, 300 GB/s per direction), from which buffer size on
+# is the ring faster than recursive doubling? And for a 64 KB buffer, how long does each take?
+#
+# <details><summary>Answer</summary>
+#
+# β = 1/300 GB/s ≈ 3.3 ps/B; the crossover is 8α/β = 8 · 5 µs · 300 GB/s = **12 MB**. For 64 KB
+# (65 536 B): ring 6α + 1.5·n·β = 30 µs + 0.33 µs ≈ **30.3 µs**; recursive doubling 2α + 2nβ =
+# 10 µs + 0.44 µs ≈ **10.4 µs**. Small gradients want few rounds.
+#
+# </details>
+#
+# **Problem 5.** Rabenseifner's all-reduce on p = 16: rounds and bytes per rank, compared with
+# the ring?
+#
+# <details><summary>Answer</summary>
+#
+# 2·log₂16 = **8 rounds** against the ring's 2·15 = 30, and the same **2(p−1)/p·S = 1.875·S** bytes.
+# (MPICH uses it for long messages and recursive doubling for short ones: Thakur et al. 2005.)
+#
+# </details>
 #
 # ## Summary
 #
@@ -340,16 +457,37 @@ print("measured: ring faster at every size from", f"{stays[0] / 1024:g} KiB on" 
 # * Ring all-reduce: 2(p−1) rounds, **2(p−1)/p·S bytes per rank** (exactly 2(p−1)·S over all
 #   ranks, with uneven chunks sent unpadded): bandwidth-optimal, latency linear in p.
 # * Binomial tree and recursive doubling: ⌈log₂p⌉-ish rounds but whole-buffer messages; they win
-#   for small messages. (Rabenseifner's recursive-halving reduce-scatter + recursive-doubling
-#   all-gather gets both: log p rounds *and* 2(p−1)/p·S bytes.)
-# * α–β: T = rounds·α + critical-path bytes·β, fitted here from real runs.
+#   for small messages. Rabenseifner's recursive-halving reduce-scatter + recursive-doubling
+#   all-gather gets both: **2·log₂p rounds** *and* 2(p−1)/p·S bytes.
+# * α–β: T = rounds·α + critical-path bytes·β, fitted here from real runs — per algorithm, because
+#   on an oversubscribed CPU a round's price depends on how many ranks are busy.
+# * β is ~1 ns/B through this CPU's loopback and a few ps/B over NVLink; the crossover between
+#   latency- and bandwidth-friendly algorithms moves with α/β.
+#
+# ## Further reading
+#
+# * R. Thakur, R. Rabenseifner, W. Gropp, *Optimization of Collective Communication Operations in
+#   MPICH*, IJHPCA 2005 — the ring, recursive doubling/halving and Rabenseifner algorithms with
+#   their α–β costs.
+# * P. Patarasuk, X. Yuan, *Bandwidth Optimal All-reduce Algorithms for Clusters of Workstations*,
+#   JPDC 2009 — why 2(p−1)/p·S is the lower bound and the ring reaches it.
+# * R. Rabenseifner, *Optimization of Collective Reduction Operations*, ICCS 2004.
+# * NVIDIA NCCL documentation, "Collective Operations", and the `nccl-tests` performance notes
+#   (algbw vs busbw): <https://docs.nvidia.com/deeplearning/nccl/> and
+#   <https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md>.
+# * PyTorch, *Distributed communication package — torch.distributed*:
+#   <https://pytorch.org/docs/stable/distributed.html>.
+# * A. Sergeev, M. Del Balso, *Horovod: fast and easy distributed deep learning in TensorFlow*,
+#   2018 — the ring all-reduce brought to deep learning.
 #
 # ## Exercises
 #
 # Open `exercises/lab05_collectives.py` and implement, using only `labkit.collectives.exchange`
 # (or `dist.isend`/`dist.irecv`):
-# `ring_reduce_scatter_chunks`, `ring_all_gather_chunks`, `ring_all_reduce` (composed from the two),
-# `tree_broadcast` and `recursive_doubling_all_reduce`. The docstrings are the spec. Grade yourself with
+# `ring_reduce_scatter_chunks`, `ring_all_gather_chunks`, `ring_all_reduce` (composed from the
+# two), `tree_broadcast` and `recursive_doubling_all_reduce`. The docstrings are the spec. The
+# "check your work" cells in sections 2 and 3 show each one through the lab's pictures and grade
+# it; grade all of them with
 #
 #     python -m labkit.grade --lab 05        # or: make grade LAB=05
 #

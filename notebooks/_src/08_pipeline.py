@@ -20,6 +20,8 @@
 # A schedule here is plain data: for each rank, the list of actions it runs in order. An action is
 # `F`, the forward of one microbatch through one stage, or `B`, its backward. We print it as
 # `F3@s1`: the forward of microbatch 3 on stage 1. Stage `s` lives on rank `s mod p`.
+#
+# Whenever you see **Predict first**, write your guess down before running the next cell.
 
 # %%
 from fractions import Fraction
@@ -28,10 +30,13 @@ import torch
 from IPython.display import HTML, display
 
 import labkit
-from labkit.pipeline import Action, ScheduleError, check_schedule, schedule, simulate
+from labkit.grading.check import check_your_work
+from labkit.pipeline import Action, ScheduleError, check_schedule, lab, schedule, simulate
 from labkit.pipeline.async_sim import weight_versions
-from labkit.pipeline.executor import MLPConfig, measured_bubble, reference_step, run_pipeline
+from labkit.pipeline.executor import MLPConfig, run_pipeline
+from labkit.pipeline.schedules import _one_f_one_b
 from labkit.pipeline.torch_ref import torch_executed_order, torch_pipeline_order, torch_step
+from labkit.show import show
 from labkit.viz import pipeline as V
 from labkit.viz.player import figure_to_html
 
@@ -50,7 +55,10 @@ def row(acts):
 # takes 1 time unit and its backward 2 (backward does about twice the matmul work). Rank 3 cannot
 # start before ranks 0–2 have finished, and rank 0 then waits for the gradient to come all the way
 # back. The simulator below replays the schedule event by event: an action starts when its rank is
-# free and what it depends on has finished.
+# free and what it depends on has finished. In every Gantt chart, a row is a rank, a bar is one
+# action (colour: its kind, see the legend), and the number on a bar is its microbatch.
+#
+# **Predict first:** with m = 1, what share of the four ranks' time is idle?
 
 # %%
 one = simulate(schedule("gpipe", 4, 1), 1, 2)
@@ -66,10 +74,11 @@ print("makespan", one.makespan, "| bubble fraction", one.bubble_fraction)
 # * **bubble as a share of the step** (idle ÷ (p × step time)): (p−1)/(m+p−1);
 # * **bubble relative to the ideal compute** (idle ÷ busy): (p−1)/m.
 #
-# Both conventions appear in papers; they differ by a factor (m+p−1)/m. The seed notes write the
-# second as a time, T_bubble = (p−1)·T_stage/m with T_stage the time of a stage for the *whole*
-# batch, which is the same thing. Another seed writes "D − 1 / (D − 1 + N)": the parentheses are
-# missing — it is (D−1)/(D−1+N). The simulator with exact fractions checks both conventions:
+# Both conventions appear in papers; they differ by a factor (m+p−1)/m. The second is often
+# written as a time, T_bubble = (p−1)·T_stage/m with T_stage the time of one stage for the *whole*
+# batch — the same thing. **A common slip** writes the first as "D − 1 / (D − 1 + N)" (D stages,
+# N microbatches): read literally that is D − 1/(D−1+N), close to D; the parentheses matter,
+# (D−1)/(D−1+N). The simulator, with exact fractions, checks both conventions:
 
 # %%
 p = 4
@@ -91,7 +100,15 @@ for m in (1, 2, 4, 8, 16, 32):
 # **1F1B** (one forward, one backward) starts backwards as early as possible: rank r runs p−r
 # forwards to fill the pipe, then alternates one backward and one forward, then finishes the
 # remaining backwards. A microbatch's activations are freed after its backward, so rank 0 never
-# holds more than p of them. The total time is the same as GPipe's.
+# holds more than p of them. The total time is the same as GPipe's. Here is our generator for one
+# rank (it is also the first exercise, so write yours before reading it if you like):
+
+# %%
+show(_one_f_one_b)
+
+# %% [markdown]
+# **Predict first:** p = 4, m = 8. How many activation sets does rank 0 hold at its peak under
+# GPipe, and under 1F1B? Which is faster?
 
 # %%
 p, m = 4, 8
@@ -108,13 +125,16 @@ print("  1F1B ", [f.peak_inflight[r] for r in range(p)], "  (p - r on rank r; mi
 # %% [markdown]
 # ### A correct 1F1B diagram, from a real run
 #
-# One of the seed notes draws 1F1B for 4 GPUs and 4 microbatches under the heading "interleaved"
-# (it is not), starts rank 0's first backward straight after its fourth forward (before the
-# gradient could be back from rank 3), and then gives rank 0 forwards labelled `[F ]` although all
-# four microbatches have already been forwarded. Rather than fix the drawing by hand, we take the
-# order from PyTorch's `Schedule1F1B` *as it actually executes*: each stage logs its forward calls
-# and, through an autograd hook, its backwards, during a real step on 4 gloo ranks. Our generator
-# gives the same order, and the simulator places it in time (forward 1, backward 2).
+# **A common mistake** in hand-drawn 1F1B diagrams (4 GPUs, 4 microbatches) is to start rank 0's
+# first backward straight after its fourth forward — before the gradient can possibly be back from
+# rank 3 — and then to draw more forwards on rank 0 although every microbatch has been forwarded
+# already. Such diagrams are also sometimes labelled "interleaved", which 1F1B with one stage per
+# rank is not (section 3). Rather than draw it by hand, we take the order from PyTorch's
+# `Schedule1F1B` *as it actually executes*: each stage logs its forward calls and, through an
+# autograd hook, its backwards, during a real step on 4 gloo ranks. Our generator gives the same
+# order, and the simulator places it in time (forward 1, backward 2): rank 0's first backward
+# starts at time 10, after the forward has gone through all four stages (4) and the gradient has
+# come back through them (2 + 2 + 2).
 #
 # %%
 ran = torch_executed_order("1f1b", 4, 4)
@@ -148,7 +168,18 @@ bad[3] = [Action(3, "B", 0)] + [a for a in bad[3] if a != Action(3, "B", 0)]  # 
 try:
     check_schedule(bad)
 except ScheduleError as e:
-    print(e)
+    print(lab.wrap(e))
+
+# %% [markdown]
+# ### Exercise: `schedule_1f1b`
+#
+# Write `schedule_1f1b(num_ranks, num_microbatches)` in `exercises/lab08_pipeline.py` (its
+# docstring is the spec). The next cell checks your schedule with `check_schedule`, simulates it
+# (forward 1, backward 2), draws it like the charts above and compares it with ours — then the
+# grader runs that exercise's tests. Until you write it, it says so.
+
+# %%
+check_your_work("lab08_pipeline", "schedule_1f1b", picture=lab.picture("schedule_1f1b"))
 
 # %% [markdown]
 # ## 3. Interleaving: more, smaller stages per rank
@@ -157,14 +188,19 @@ except ScheduleError as e:
 # the rank's layers. Filling the pipe now takes p−1 *small* stage-steps, so the bubble shrinks by
 # about v: (p−1)/(v·m+p−1). The price is more communication (v times the boundaries) and more
 # activation sets in flight (each 1/v the size). Our `interleaved_1f1b` follows PyTorch's
-# `ScheduleInterleaved1F1B` action for action (checked against its schedule IR and a recorded run
-# in the tests); here for p = 4, m = 8, v = 2:
+# `ScheduleInterleaved1F1B` action for action. PyTorch keeps every schedule as a *schedule IR*
+# (intermediate representation): `pipeline_order`, a table {rank: [action, …]} that its executor
+# then runs — the same kind of plain data as ours, so the two can be compared with `==` (the tests
+# also compare with a recorded run). Here for p = 4, m = 8, v = 2. Time units: one rank's whole
+# share of the model takes 1 forward and 2 backward, so each of its v stages takes 1/v and 2/v.
+#
+# **Predict first:** p = 4, m = 8. What bubble do v = 1, 2, 4 give?
 
 # %%
 ir = torch_pipeline_order("interleaved_1f1b", 4, 8, 2)
 print("equal to PyTorch's pipeline_order on every rank:", ir == schedule("interleaved_1f1b", 4, 8, 2))
 p, m = 4, 8
-print(" v | simulated bubble | (p-1)/(vm+p-1) | makespan | peak chunk-activations on rank 0")
+print(" v | simulated bubble | (p-1)/(vm+p-1) | makespan | peak activation sets on rank 0")
 for v in (1, 2, 4):
     r = simulate(schedule("interleaved_1f1b", p, m, v), Fraction(1, v), Fraction(2, v))
     print(f" {v} | {str(r.bubble_fraction):>16s} | {str(Fraction(p - 1, v * m + p - 1)):>14s} | "
@@ -183,7 +219,38 @@ for m in (2, 3, 4, 5, 6):
 try:
     schedule("interleaved_1f1b", 4, 9, 2)
 except ValueError as e:
-    print("m=9:", e)
+    print(lab.wrap(f"m=9: {e}"))
+
+# %% [markdown]
+# ### Memory: what interleaving costs
+#
+# An *activation set* is what one stage keeps for one microbatch between its forward and its
+# backward; with v stages per rank each set is 1/v of what a whole rank's share would keep. The
+# table counts the peak number of sets alive on each rank, and converts the largest into
+# rank-shares (sets ÷ v), the unit in which 1F1B holds p on rank 0:
+
+# %%
+print(lab.peak_table(4, 8, 2))
+
+# %% [markdown]
+# Two things to read in it.
+#
+# * **Interleaved with v = 1 is not 1F1B**: rank 0 holds 7 sets, not 4, at the same makespan.
+#   PyTorch's interleaved schedule warms up with 2(p−1−r) forwards on rank r (plus (v−1)·p more
+#   for the later virtual stages) before its first backward, where 1F1B does p−r. The deeper
+#   warm-up is what lets a rank with several virtual stages keep busy while gradients travel back
+#   through the others; with v = 1 nothing needs it, and it only costs memory (7 = 2·3 + 1 sets
+#   on rank 0: 6 warm-up forwards and one more before the first backward arrives).
+# * **v = 2 holds 11 sets of half size = 5.5 rank-shares** on rank 0, against 4 for 1F1B: the
+#   smaller bubble is paid for in activation memory (and in twice as many messages).
+#
+# ### Exercise: `bubble_fraction`
+#
+# Write `bubble_fraction(num_ranks, num_microbatches, virtual_stages)`, returning an exact
+# `Fraction`. The picture compares yours with the simulator on six configurations.
+
+# %%
+check_your_work("lab08_pipeline", "bubble_fraction", picture=lab.picture("bubble_fraction"))
 
 # %% [markdown]
 # ### Zero bubble: split the backward
@@ -192,28 +259,48 @@ except ValueError as e:
 # previous stage is waiting for, and the gradient with respect to its *weights* (W), which nobody
 # waits for until the optimizer step. Running I at once and deferring W lets W fill the gaps of the
 # drain. `interleaved_zb` follows PyTorch's `ScheduleInterleavedZeroBubble` action for action.
-# With per-chunk times tF, tI, tW (tW ≤ tF and tW ≤ tI) the simulator gives a step of exactly
-# m·(tF+tI+tW) + (p−1)(tF+tI−tW)/v — with tF = tI = tW the bubble costs (p−1)·tF/v instead of
-# (p−1)(tF+tI+tW)/v. Activations live until the W, so memory is not lower.
+#
+# Let TF, TI, TW be the times of the forward, I and W of **one rank's whole share of the model**
+# (per-stage times, in the sense of one pipeline stage per rank); each of its v virtual stages
+# takes TF/v, TI/v, TW/v. With TW ≤ TF and TW ≤ TI, and m ≥ p, the simulator gives a step of
+# exactly
+#
+# **T = m·(TF + TI + TW) + (p−1)·(TF + TI − TW)/v**
+#
+# — the bubble shrinks from (p−1)(TF+TI+TW)/v for interleaved 1F1B to (p−1)(TF+TI−TW)/v. Careful:
+# the formula needs per-stage times. Plug in the per-virtual-stage times TF/v, … instead and it is
+# off by a factor v (last column):
+#
+# **Predict first:** p = 4, m = 8, v = 2, TF = TI = TW = 1. The step of interleaved 1F1B is
+# 3·8 + 3·3/2 = 28.5. What is the zero-bubble step?
 
 # %%
 print("equal to PyTorch's pipeline_order on every rank:",
       torch_pipeline_order("interleaved_zb", 4, 8, 2) == schedule("interleaved_zb", 4, 8, 2))
-p, m, v = 4, 8, 2
-a = simulate(schedule("interleaved_1f1b", p, m, v), Fraction(1, v), Fraction(2, v))
-z = simulate(schedule("interleaved_zb", p, m, v), Fraction(1, v), Fraction(2, v), weight_time=Fraction(1, v))
-print("makespan interleaved 1F1B", a.makespan, "| zero bubble", z.makespan,
-      "| formula m(tF+tI+tW) + (p-1)(tF+tI-tW)/v =", m * 3 + Fraction(p - 1, v))
-print("bubble   interleaved 1F1B", a.bubble_fraction, "| zero bubble", z.bubble_fraction)
-display(HTML(figure_to_html(V.gantt(z, "interleaved zero bubble, p=4 m=8 v=2 (green = W)"))))
+print(lab.zero_bubble_table([(4, 8, 2, 1, 1, 1), (4, 8, 2, 2, 2, 1), (4, 8, 1, 1, 1, 1),
+                             (8, 16, 4, 1, 2, 1)]))
+z = lab.simulate_zero_bubble(4, 8, 2, 1, 1, 1)
+display(HTML(figure_to_html(V.gantt(z, "interleaved zero bubble, p=4 m=8 v=2"))))
+
+# %% [markdown]
+# Memory: an activation set lives until its W, not its I, so one might expect zero bubble to hold
+# more. The peak table above says otherwise for this configuration — 8 sets (4 rank-shares, like
+# 1F1B) against interleaved 1F1B's 11: PyTorch's zero-bubble schedule warms up less deeply and
+# runs the deferred Ws soon enough to free the sets. The bubble and the memory both went down.
 
 # %% [markdown]
 # ## 4. Stage balance: the slowest stage sets the pace
 #
 # The formulas above assume equal stages. Make stage 2 of 4 three times slower (forward 3,
 # backward 5 instead of 1 and 2). In steady state every extra microbatch then costs the slowest
-# stage's forward + backward, 8 units, whatever the other stages do; for GPipe the step is the
-# flow-shop time Σ stages + (m−1) × slowest.
+# stage's forward + backward, 8 units, whatever the other stages do.
+#
+# GPipe's forward pass is a *flow shop*, the classic scheduling problem in which every job (here a
+# microbatch) visits the same machines (stages) in the same order. With identical jobs its
+# makespan is the sum of the stage times plus (m−1) times the slowest; GPipe's step is that for
+# the forwards plus the same for the backwards: Σ(tf + tb) + (m−1)·max(tf + tb).
+#
+# **Predict first:** by how much does the step grow per extra microbatch?
 
 # %%
 tf, tb = [1, 1, 3, 1], [2, 2, 5, 2]
@@ -231,8 +318,9 @@ display(HTML(figure_to_html(V.gantt(r, "1F1B, stage 2 three times slower: everyo
 #
 # GPipe and 1F1B are **synchronous**: all microbatches of a step use the same weights, the
 # gradients are accumulated, and the optimizer steps once after the flush. The result is exactly
-# the gradient of the full batch (section 6 checks this on real ranks). A seed note lists GPipe
-# among methods with stale gradients; that is wrong — GPipe has no staleness at all.
+# the gradient of the full batch (section 6 checks this on real ranks). **A common mistake** lists
+# GPipe among the methods with stale gradients; it has none — the table below counts one weight
+# version and staleness 0 for it.
 #
 # **PipeDream** removes the flush: it never stops feeding microbatches and updates the weights
 # after every backward. For a backward to be correct it must use the weights its forward used, so
@@ -263,15 +351,20 @@ print("PipeDream expected p - s:", [p - s for s in range(p)])
 # up to rounding (the sums are done in a different order), for every schedule:
 
 # %%
-for kind, p, m, v in [("gpipe", 4, 4, 1), ("1f1b", 4, 6, 1), ("interleaved_1f1b", 2, 4, 2), ("interleaved_zb", 2, 4, 2)]:
-    cfg = MLPConfig(num_stages=p * v, num_microbatches=m, width=16, batch=4 * m)
-    run = run_pipeline(schedule(kind, p, m, v), cfg)
-    loss, grads = reference_step(cfg)
-    err = max((a - b).abs().max().item() for s in range(cfg.num_stages) for a, b in zip(run.grads[s], grads[s]))
-    lt, gt, _ = torch_step(kind, cfg, num_ranks=p)
-    err_t = max((a - b).abs().max().item() for s in range(cfg.num_stages) for a, b in zip(run.grads[s], gt[s]))
-    print(f"{kind:17s} p={p} m={m} v={v}: loss {run.loss:.10f} | max |grad - one process| < 1e-12: {err < 1e-12}"
-          f" | same loss and grads as PyTorch's schedule (1e-12): {abs(lt - run.loss) < 1e-12 and err_t < 1e-12}")
+print(lab.executor_table())
+
+# %% [markdown]
+# ### Exercise: `stage_backward`
+#
+# The executor's own backward step is the answer to this exercise, so it is not shown here; once
+# yours passes, compare it with `show(labkit.pipeline.executor.run_step)` (the `B` branch).
+#
+# Write `stage_backward` — the receive, backward and send of one stage for one microbatch. The
+# picture plugs yours into the real executor for one 1F1B step on 2 gloo ranks, draws the measured
+# timeline and compares loss and gradients with one process.
+
+# %%
+check_your_work("lab08_pipeline", "stage_backward", picture=lab.picture("stage_backward"))
 
 # %% [markdown]
 # ### Measured timeline vs simulated
@@ -283,22 +376,13 @@ for kind, p, m, v in [("gpipe", 4, 4, 1), ("1f1b", 4, 6, 1), ("interleaved_1f1b"
 # time per stage, feed them to the simulator, and compare. Measured numbers change from run to run.
 
 # %% tags=["nbval-ignore-output"]
-import statistics
-
 p, m = 2, 8
-cfg = MLPConfig(num_stages=p, num_microbatches=m, width=512, layers_per_stage=4, batch=256 * m, dtype=torch.float32)
+cfg = MLPConfig(num_stages=p, num_microbatches=m, width=512, layers_per_stage=4, batch=256 * m,
+                dtype=torch.float32)
 for kind in ("gpipe", "1f1b"):
-    run = run_pipeline(schedule(kind, p, m), cfg, repeats=3)
-    tf = [statistics.median([e - s for tl in run.timeline.values() for a, s, e in tl if a.stage == st and a.kind == "F"])
-          for st in range(p)]
-    tb = [statistics.median([e - s for tl in run.timeline.values() for a, s, e in tl if a.stage == st and a.kind == "B"])
-          for st in range(p)]
-    sim = simulate(schedule(kind, p, m), tf, tb)
-    print(f"{kind}: forward {[round(x * 1e3, 1) for x in tf]} ms, backward {[round(x * 1e3, 1) for x in tb]} ms per stage")
-    print(f"  step: measured {run.makespan * 1e3:.1f} ms, simulated {float(sim.makespan) * 1e3:.1f} ms")
-    print(f"  bubble: measured {measured_bubble(run.timeline):.3f}, simulated {float(sim.bubble_fraction):.3f}, "
-          f"uniform formula (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.3f}")
-    display(HTML(figure_to_html(V.compare_timelines(run.timeline, sim))))
+    measured = lab.measure(kind, cfg)
+    print(measured.lines())
+    display(HTML(figure_to_html(V.compare_timelines(measured.run.timeline, measured.sim))))
 
 # %% [markdown]
 # The measured bubble is usually larger than the simulated one: the simulator has no cost for sending a
@@ -311,6 +395,8 @@ for kind in ("gpipe", "1f1b"):
 # does this for more configurations and writes `benchmarks/results/pipeline.md`):
 
 # %% tags=["nbval-ignore-output"]
+import statistics
+
 for kind in ("gpipe", "1f1b"):
     ours = run_pipeline(schedule(kind, p, m), cfg, repeats=3)
     _, _, theirs = torch_step(kind, cfg, repeats=3, num_ranks=p)
@@ -321,17 +407,86 @@ for kind in ("gpipe", "1f1b"):
 # ## 7. Explore: the pipeline widget
 #
 # Choose the schedule, ranks, microbatches, stages per rank and how much slower the last stage is.
-# The chart shows who computes when (blue forward, orange backward or its I part, green W;
-# darker/lighter shades are the virtual stages), the activations each rank holds over time, and
-# the bubble next to the uniform-stage formula of the non-split schedules. The first frame is shown statically:
-
-# %%
-display(HTML(figure_to_html(V.pipeline_frame("interleaved_1f1b", 4, 8, 2, 0.0))))
+# The chart shows who computes when (the legend names the colours), the activation sets each
+# rank holds over time, and the bubble next to the uniform-stage formula of the schedule
+# ((p−1)/(vm+p−1), or (p−1)/(3vm+p−1) for zero bubble with I = W = F).
+#
+# Things to try: 1F1B with m = 4, 8, 16 (the bubble shrinks, rank 0's peak stays at p);
+# interleaved with v = 1 vs 1F1B (same time, more memory); an imbalance of 1 (everyone waits).
 
 # %%
 V.pipeline_widget()
 
 # %% [markdown]
+# ## 8. Worked problems
+#
+# Try each before opening the answer. (Stage times: forward 1, backward 2 unless stated.)
+#
+# **Problem 1.** A synchronous pipeline over p = 8 ranks runs m = 32 microbatches. What share of
+# the step is bubble? With v = 2 interleaved stages per rank? How many microbatches would bring
+# it to 5 % or less with v = 1?
+#
+# <details><summary>Answer</summary>
+#
+# (p−1)/(m+p−1) = 7/39 ≈ **17.9 %**; with v = 2, 7/(64+7) = 7/71 ≈ **9.9 %**. For 5 %:
+# 7/(m+7) ≤ 1/20 ⇔ m ≥ 133.
+#
+# </details>
+#
+# **Problem 2.** Same pipeline (p = 8, m = 32); the activations one stage keeps for one
+# microbatch take 2 GB. What does rank 0 hold at its peak under GPipe, and under 1F1B?
+#
+# <details><summary>Answer</summary>
+#
+# GPipe keeps every microbatch until the backwards start: 32 sets, **64 GB**. 1F1B keeps at most
+# min(m, p) = 8 on rank 0: **16 GB** — for the same step time.
+#
+# </details>
+#
+# **Problem 3.** Four stages take forward 1, 1, 3, 1 and backward 2, 2, 5, 2. How long is a
+# GPipe step with m = 8, and how much longer with m = 9?
+#
+# <details><summary>Answer</summary>
+#
+# Σ(tf + tb) + (m−1)·max(tf + tb) = 17 + 7·8 = **73**; each extra microbatch adds the slowest
+# stage's 3 + 5 = **8**, so 81. Section 4's table measures the same increments in the simulator.
+#
+# </details>
+#
+# **Problem 4.** PipeDream on p = 4 stages; one copy of stage 0's weights takes 5 GB. How much
+# weight memory does stage 0 need? And with PipeDream-2BW?
+#
+# <details><summary>Answer</summary>
+#
+# Stage s keeps p − s versions: stage 0 keeps **4 copies, 20 GB**. 2BW keeps 2: **10 GB**, at the
+# price of gradients one update stale.
+#
+# </details>
+#
+# **Problem 5.** Zero bubble with v = 1, p = 4, m = 8 and TF = TI = TW = 1. What is the step, and
+# what was it for 1F1B (backward = I + W = 2)?
+#
+# <details><summary>Answer</summary>
+#
+# m(TF+TI+TW) + (p−1)(TF+TI−TW) = 24 + 3 = **27**, against (m+p−1)·3 = **33** for 1F1B. The
+# bubble falls from 9/33 to 3/27 of the step. (The table in section 3 has this row.)
+#
+# </details>
+#
+# ## Further reading
+#
+# * Y. Huang et al., *GPipe: Efficient Training of Giant Neural Networks using Pipeline
+#   Parallelism*, NeurIPS 2019.
+# * D. Narayanan et al., *PipeDream: Generalized Pipeline Parallelism for DNN Training*,
+#   SOSP 2019 — 1F1B and weight stashing.
+# * D. Narayanan et al., *Memory-Efficient Pipeline-Parallel DNN Training*, ICML 2021 —
+#   PipeDream-2BW.
+# * D. Narayanan et al., *Efficient Large-Scale Language Model Training on GPU Clusters Using
+#   Megatron-LM*, SC 2021 — the interleaved schedule.
+# * P. Qi et al., *Zero Bubble Pipeline Parallelism*, ICLR 2024.
+# * PyTorch, *torch.distributed.pipelining*:
+#   <https://pytorch.org/docs/stable/distributed.pipelining.html>.
+#
 # ## Summary
 #
 # * The bubble of a synchronous pipeline is (p−1)/(m+p−1) of the step ((p−1)/m of the ideal
@@ -344,7 +499,7 @@ V.pipeline_widget()
 # * A schedule is data: our executor runs any valid one on real ranks and matches one process
 #   and PyTorch's `torch.distributed.pipelining`, gradient for gradient.
 #
-# **Exercises** (in `exercises/lab08_pipeline.py`): write the 1F1B generator `schedule_1f1b`, the
+# **Exercises** (in `exercises/lab08_pipeline.py`): the 1F1B generator `schedule_1f1b`, the
 # bubble formula `bubble_fraction`, and `stage_backward`, the receive–backward–send of one stage
-# that the executor calls. Grade them with `python -m labkit.grade --lab 08` (or
+# that the executor calls; each has a "check your work" cell above. Grade all three with `python -m labkit.grade --lab 08` (or
 # `make grade LAB=08`).
