@@ -48,8 +48,14 @@ def view_strides(shape, strides, new_shape):
     ``new_shape`` has the same number of elements (>= 1) and no -1. A view exists
     when every new dimension lies inside one run of old dimensions that are
     contiguous with each other (stride[d-1] == stride[d] * shape[d], size-1
-    dimensions never break a run); torch's rules, including the strides it gives
-    to new size-1 dimensions.
+    dimensions never break a run); torch's rules.
+
+    A new dimension of size 1 gets the stride it would have if its run were
+    contiguous: the product of the new sizes to its right within that run, times
+    the run's innermost stride. E.g. shape (2, 3, 4), strides (12, 4, 1) viewed as
+    (2, 1, 3, 4) gives (12, 12, 4, 1); shape (4, 3), strides (1, 4) (a transpose)
+    viewed as (4, 3, 1) gives (1, 4, 4) and as (4, 1, 3) gives (1, 12, 4): a
+    size-1 dimension between two runs belongs to the run on its right.
     """
     if len(shape) == 0:
         return tuple(1 for _ in new_shape)

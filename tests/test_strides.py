@@ -297,3 +297,36 @@ def test_storage_html_highlights_exactly_the_views_elements():
     assert VS.frame(24, 1, 3, 2, 6, 2).count('class="hit"') == 6
     bad = VS.frame(10, 5, 3, 2, 6, 2)
     assert "not a valid view" in bad and "out of bounds" in bad
+
+
+# ---- Lab 02's check-your-work pictures and worked problems
+
+def test_strides_lab_pictures_compare_with_torch(capsys):
+    import exercises.lab02_strides as stubs
+    import solutions.lab02_strides as answers
+    from labkit import strides_lab
+
+    for name in strides_lab.CASES:
+        table = strides_lab.compare(name, getattr(answers, name))
+        assert all(table.column("equal")), name
+        with pytest.raises(NotImplementedError):
+            strides_lab.picture(name)(getattr(stubs, name))
+    # a classic slip: forgetting to move the offset; lists instead of tuples are fine
+    wrong = strides_lab.compare("slice_view", lambda sh, st, off, d, a, b, s: answers.slice_view(sh, st, 0, d, 0, b - a, s))
+    assert not all(wrong.column("equal"))
+    lists = strides_lab.compare("permute_view", lambda *a: [list(x) if isinstance(x, tuple) else x
+                                                           for x in answers.permute_view(*a)])
+    assert all(lists.column("equal"))
+    assert all(len(line) <= 100 for name in strides_lab.CASES
+               for line in str(strides_lab.compare(name, getattr(answers, name))).splitlines())
+
+
+def test_lab02_worked_problems():
+    x = torch.zeros(8, 16, 32)
+    assert x.stride() == (512, 32, 1) and 2 * 512 + 3 * 32 + 4 == 1124 and 1124 * 4 == 4496
+    y = x[1:, ::4, 8:]
+    assert (tuple(y.shape), y.stride(), y.storage_offset()) == ((7, 4, 24), (512, 128, 1), 520)
+    z = x.permute(2, 0, 1)
+    assert z.stride() == (1, 512, 32) and not z.is_contiguous() and z.view(32, 128).stride() == (1, 32)
+    assert view_strides(z.shape, z.stride(), (256, 16)) is None
+    assert torch.zeros(1024).expand(64, 128, 1024).stride() == (0, 0, 1)

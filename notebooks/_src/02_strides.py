@@ -10,12 +10,17 @@
 # 4. check all of this against torch itself, with `labkit.strides`, a small pure-Python model of a strided tensor.
 #
 # Everything here is counted in **elements**, like `Tensor.stride()` (multiply by `element_size()` for bytes).
+# Whenever you see **Predict first**, write your guess down before running the next cell.
 
 # %%
 import torch
 
 import labkit
+from labkit import strides_lab
+from labkit.grading.check import check_your_work
+from labkit.show import show
 from labkit.strides import StridedView, ViewError, contiguous_strides, is_contiguous
+from labkit.table import Table
 
 
 def meta(t):
@@ -35,6 +40,10 @@ def agree(model, t):
 # A freshly made tensor of shape `(3, 4)` stores its 12 elements row after row. Its strides say how far to move in
 # the storage for one step along each dimension: `(4, 1)`. Element `[i, j]` is at `offset + i*4 + j*1`.
 # The model below uses the numbers 0..11 as storage, so **an element's value is its storage position**.
+# The row-major strides of any shape come from one backwards product:
+
+# %%
+show(contiguous_strides)
 
 # %%
 x = torch.arange(12).reshape(3, 4)
@@ -50,7 +59,10 @@ print("x[i, j] == storage[offset + i*stride0 + j*stride1] for all 12 elements:",
 #
 # Slicing `start:stop:step` on a dimension with stride `s` adds `start*s` to the offset, makes the stride `step*s`,
 # and leaves `ceil((stop - start) / step)` elements (after clamping `start`/`stop` to the size).
-# The seed notes' example: rows `1:`, columns `2:4` of a 4×5 matrix → offset `1*5 + 2 = 7`, strides stay `(5, 1)`.
+#
+# **Predict first:** `A` is a 4×5 matrix (strides `(5, 1)`). What are the offset, shape and strides of
+# `A[1:, 2:4]`? Of `A[:, ::2]`? (Answer for the first: offset `1*5 + 2 = 7`, shape `(3, 2)`, strides
+# still `(5, 1)`.)
 
 # %%
 A = torch.arange(20).reshape(4, 5)
@@ -60,8 +72,9 @@ for key in [(slice(1, None), slice(2, 4)), (slice(None), slice(None, None, 2)), 
     t, v = A[key], mA[key]
     shown = ", ".join(f"{'' if k.start is None else k.start}:{'' if k.stop is None else k.stop}{':' + str(k.step) if k.step else ''}" if isinstance(k, slice)
                       else str(k) for k in key)
-    print(f"A[{shown:>10}]  model {meta(v)}  torch {meta(t)}  agree={agree(v, t)}  "
-          f"shares storage={t.untyped_storage().data_ptr() == A.untyped_storage().data_ptr()}")
+    same = t.untyped_storage().data_ptr() == A.untyped_storage().data_ptr()
+    print(f"A[{shown:>10}] model {str(meta(v)):22} torch {str(meta(t)):22} agree={agree(v, t)} "
+          f"shared={same}")
 
 # %% [markdown]
 # The length uses a *ceiling*: `0:9:2` keeps 0, 2, 4, 6, 8 — five elements, not `9 // 2 = 4`.
@@ -72,6 +85,16 @@ for start, stop, step in [(0, 9, 2), (1, 10, 3), (0, 10, 3), (7, 100, 1), (12, 2
     v, t = r.slice(0, start, stop, step), torch.arange(10)[start:stop:step]
     print(f"[{start}:{stop}:{step}] -> length {v.shape[0]} (torch {t.shape[0]}), offset {v.offset} "
           f"(torch {t.storage_offset()}), values {v.values()}")
+
+# %% [markdown]
+# ### Exercise: `slice_view`
+#
+# Write `slice_view(shape, strides, offset, dim, start, stop, step)` in `exercises/lab02_strides.py`.
+# The next cell compares yours with torch on six cases (an empty slice and a clamped stop among
+# them), draws your first result on its storage, then grades the exercise.
+
+# %%
+check_your_work("lab02_strides", "slice_view", picture=strides_lab.picture("slice_view"))
 
 # %% [markdown]
 # ## 3. Transpose and permute swap strides
@@ -89,6 +112,12 @@ mB = StridedView.arange(2, 3, 4)
 for dims in [(1, 2, 0), (2, 0, 1), (2, 1, 0)]:
     print(f"permute{dims}: model {meta(mB.permute(*dims))} torch {meta(B.permute(dims))} "
           f"agree={agree(mB.permute(*dims), B.permute(dims))}")
+
+# %% [markdown]
+# ### Exercise: `permute_view`
+
+# %%
+check_your_work("lab02_strides", "permute_view", picture=strides_lab.picture("permute_view"))
 
 # %% [markdown]
 # ## 4. Broadcasting is stride 0
@@ -112,6 +141,9 @@ print("a new leading dim is stride 0 too:", meta(StridedView.arange(3).expand(2,
 # offset. Torch checks this from the last dimension: each stride must equal the product of the sizes after it —
 # **except that dimensions of size 1 are skipped** (you never step along them, so their stride is irrelevant), and a
 # tensor with no elements is always contiguous.
+#
+# **Predict first:** which of these are contiguous — shape `(1, 5)` with strides `(99, 1)`? `(5, 1)` with
+# `(1, 7)`? `(3, 4)` with `(8, 1)`?
 
 # %%
 cases = [((2, 3), (3, 1)), ((2, 3), (1, 2)), ((1, 5), (99, 1)), ((5, 1), (1, 7)), ((3, 1, 4), (4, 50, 1)),
@@ -122,6 +154,12 @@ for shape, strides in cases:
           f"torch {t.is_contiguous()}")
 
 # %% [markdown]
+# ### Exercise: `is_contiguous`
+
+# %%
+check_your_work("lab02_strides", "is_contiguous", picture=strides_lab.picture("is_contiguous"))
+
+# %% [markdown]
 # ## 6. `view` vs `reshape`
 #
 # `view` must reuse the storage, so it needs strides for the new shape that visit the same elements in the same
@@ -129,6 +167,8 @@ for shape, strides in cases:
 # from the last, into *runs* that are contiguous among themselves (`stride[d-1] == stride[d] * size[d]`). A new
 # dimension may split or merge dimensions *inside* a run but may not span two runs. When no view exists, `view`
 # raises and `reshape` makes a contiguous copy first.
+#
+# **Predict first:** a transposed 4×3 view (strides `(1, 4)`): can it be `.view(12)`? `.view(2, 2, 3)`?
 
 # %%
 tests = [((3, 4), "contiguous", (12,)), ((4, 3), "transposed", (12,)), ((4, 3), "transposed", (2, 2, 3)),
@@ -145,91 +185,82 @@ def build(shape, how):
     return torch.arange(3).expand(*shape), StridedView.arange(3).expand(*shape)
 
 
+rows = []
 for shape, how, new in tests:
     t, v = build(shape, how)
     try:
-        tv = meta(t.view(new))
+        tv = t.view(new).stride()
     except RuntimeError:
         tv = "refused"
     try:
-        mv = meta(v.view(*new))
+        mv = v.view(*new).strides
     except ViewError:
         mv = "refused"
     copied = t.reshape(new).untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
-    print(f"{how:16} {str(meta(t)[:2]):18} .view{str(new):10} torch {str(tv):32} model {str(mv):32} "
-          f"reshape copies: {copied} (model: {not v.reshape(*new).shares_storage_with(v)})")
+    rows.append((how, meta(t)[1], f"view{new}", tv, mv, copied,
+                 not v.reshape(*new).shares_storage_with(v)))
+print(Table(["tensor", "strides", "asked", "torch strides", "model strides", "reshape copies",
+             "(model)"], rows))
 
 # %% [markdown]
 # The model's error says what went wrong and what to do, like torch's:
 
 # %%
+import textwrap
+
 try:
     StridedView.arange(3, 4).transpose(0, 1).view(12)
 except ViewError as e:
-    print("ViewError:", e)
+    print(textwrap.fill(f"ViewError: {e}", 100, subsequent_indent="  "))
 try:
     torch.arange(12).reshape(3, 4).t().view(12)
 except RuntimeError as e:
-    print("torch    :", str(e).splitlines()[0])
+    print(textwrap.fill(f"torch: {str(e).splitlines()[0]}", 100, subsequent_indent="  "))
 
 # %% [markdown]
-# ## 7. Checking the model against torch on many random cases
-#
-# The unit tests (`tests/test_strides.py`) do this with hypothesis; here is a seeded sample: random strided tensors
-# (via `torch.as_strided`) go through random chains of operations in both torch and the model.
+# New dimensions of size 1 need a stride too, although nobody ever steps along them. Torch gives each
+# the stride it would have if its run were contiguous — the product of the new sizes to its right in
+# that run times the run's innermost stride — and a size-1 dimension between two runs goes with the run
+# on its right:
 
 # %%
-import random
+s = torch.arange(12).reshape(3, 4).t()
+for new in [(4, 3, 1), (4, 1, 3), (1, 4, 3)]:
+    print(f"transposed (4, 3) strides {s.stride()} .view{new}: torch {s.view(new).stride()}, "
+          f"model {StridedView.arange(3, 4).transpose(0, 1).view(*new).strides}")
 
-rng = random.Random(0)
-checked = mismatches = refused = 0
-for trial in range(300):
-    shape = tuple(rng.randint(1, 4) for _ in range(rng.randint(1, 3)))
-    strides = tuple(rng.randint(0, 6) for _ in shape)
-    offset = rng.randint(0, 3)
-    need = offset + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
-    t = torch.as_strided(torch.arange(need), shape, strides, offset)
-    v = StridedView(range(need), offset, shape, strides)
-    for _ in range(4):
-        op = rng.choice(["slice", "transpose", "view", "reshape", "contiguous", "unsqueeze"])
-        d = rng.randrange(t.dim())
-        if op == "slice":
-            a, s = rng.randint(0, t.shape[d]), rng.randint(1, 3)
-            key = (slice(None),) * d + (slice(a, None, s),)
-            t, v = t[key], v[key]
-        elif op == "transpose":
-            e = rng.randrange(t.dim())
-            t, v = t.transpose(d, e), v.transpose(d, e)
-        elif op == "unsqueeze":
-            t, v = t.unsqueeze(d), v.unsqueeze(d)
-        elif op == "contiguous":
-            t, v = t.contiguous(), v.contiguous()
-        else:
-            new = (-1,) if t.dim() > 1 else (1, -1)
-            if op == "view":
-                try:
-                    tv = t.view(new)
-                except RuntimeError:
-                    refused += 1
-                    try:
-                        v.view(*new)
-                        mismatches += 1
-                    except ViewError:
-                        pass
-                    continue
-                t, v = tv, v.view(*new)
-            else:
-                t, v = t.reshape(new), v.reshape(*new)
-        checked += 1
-        mismatches += not agree(v, t)
-print(f"{checked} results compared (metadata and values), {refused} views refused by torch, mismatches: {mismatches}")
+# %% [markdown]
+# ### Exercise: `view_strides`
+#
+# The last and hardest exercise: the strides of `t.view(new_shape)`, or `None` where torch refuses.
+
+# %%
+check_your_work("lab02_strides", "view_strides", picture=strides_lab.picture("view_strides"))
+
+# %% [markdown]
+# ## 7. How we know the model is right
+#
+# Every rule above is checked against torch in `tests/test_strides.py`, on thousands of random strided
+# tensors (made with `torch.as_strided`) sent through random chains of slices, transposes, unsqueezes,
+# views and reshapes — metadata and element values. One such chain, step by step:
+
+# %%
+t, v = torch.arange(24).as_strided((4, 3), (6, 2), 1), StridedView(range(24), 1, (4, 3), (6, 2))
+steps = [("[1:, ::2]", lambda a: a[1:, ::2]), ("transpose(0, 1)", lambda a: a.transpose(0, 1)),
+         ("unsqueeze(1)", lambda a: a.unsqueeze(1)), ("reshape(-1)", lambda a: a.reshape(-1))]
+for name, op in steps:
+    t, v = op(t), op(v)
+    print(f"{name:16} torch {str(meta(t)):26} model {str(meta(v)):26} agree: {agree(v, t)}")
 
 # %% [markdown]
 # ## 8. Zero-copy is not free: access order matters
 #
 # A transposed view costs nothing to make, but reading it walks the storage with a large stride, which the caches
-# dislike. Summing along each row of a big matrix vs of its transpose (timings vary, so this cell's output is not
-# compared):
+# dislike. Below, a running sum (`cumsum`) along each row of a big matrix vs along each row of its
+# transpose — the same arithmetic, a different walk through memory (timings vary, so this cell's
+# output is not compared).
+#
+# **Predict first:** how much slower is the transposed walk?
 
 # %% tags=["nbval-ignore-output"]
 from labkit.bench import median_time
@@ -244,8 +275,8 @@ print(f"cumsum rows, transposed : {median_time(lambda: big.t().cumsum(1), repeat
 # ## 9. Explore: a view on its storage
 #
 # Cells in orange are the storage elements the view reads (`x4` when stride 0 makes several elements read the same
-# cell). Below the storage, the view itself: each cell shows which storage position it reads. Frame 0 is shown
-# statically; in JupyterLab the sliders change offset, shape and strides.
+# cell). Below the storage, the view itself: each cell shows which storage position it reads. First two fixed
+# examples, then a widget whose sliders change offset, shape and strides (run the cell to use them).
 
 # %%
 from IPython.display import HTML, display
@@ -257,6 +288,57 @@ display(HTML(vs.storage_html(StridedView.arange(1, 3).expand(4, 3), title="a (1,
 vs.explorer(24)
 
 # %% [markdown]
+# ## 10. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** A float32 tensor of shape `(8, 16, 32)` is contiguous. What are its strides in elements and
+# in bytes? At which byte offset does element `[2, 3, 4]` start?
+#
+# <details><summary>Answer</summary>
+#
+# Strides `(512, 32, 1)` elements = `(2048, 128, 4)` bytes. Element `[2, 3, 4]` is at
+# `2·512 + 3·32 + 4 = 1124` elements, byte **4496**.
+#
+# </details>
+#
+# **Problem 2.** Same tensor; `y = x[1:, ::4, 8:]`. Give `y`'s shape, strides and storage offset.
+#
+# <details><summary>Answer</summary>
+#
+# Shape `(7, 4, 24)`, strides `(512, 128, 1)`, offset `1·512 + 0 + 8 = 520`. No copy.
+#
+# </details>
+#
+# **Problem 3.** `z = x.permute(2, 0, 1)`. Is it contiguous? Does `z.view(32, 128)` work, and
+# `z.view(32 * 8, 16)`?
+#
+# <details><summary>Answer</summary>
+#
+# `z` has shape `(32, 8, 16)`, strides `(1, 512, 32)`: not contiguous. Its last two dimensions form one
+# run (512 = 32·16), the first is a run of its own. `view(32, 128)` merges inside that run:
+# **works**, strides `(1, 32)`. `view(256, 16)` would merge dims 0 and 1, which lie in different runs:
+# **refused** (`reshape` copies).
+#
+# </details>
+#
+# **Problem 4.** A bias of shape `(1024,)` is added to activations of shape `(64, 128, 1024)`. How many bytes
+# does the broadcast bias occupy (float32), and what are its strides as a `(64, 128, 1024)` view?
+#
+# <details><summary>Answer</summary>
+#
+# 4096 bytes, the 1024 elements once; strides `(0, 0, 1)`.
+#
+# </details>
+#
+# ## Further reading
+#
+# * PyTorch documentation, *Tensor Views* and `torch.Tensor.stride`, `torch.as_strided`:
+#   <https://pytorch.org/docs/stable/tensor_view.html>.
+# * NumPy documentation, *The N-dimensional array (ndarray)* — internal memory layout and strides:
+#   <https://numpy.org/doc/stable/reference/arrays.ndarray.html>.
+# * E. Z. Yang, *PyTorch internals* (blog post, 2019) — storage, strides and views inside PyTorch.
+#
 # ## Summary
 #
 # - A tensor is storage + `(offset, shape, strides)`; element `[i0, i1, …]` is at `offset + Σ i_d·stride_d`.
@@ -266,5 +348,6 @@ vs.explorer(24)
 # - `view` works when each new dimension stays inside one run of mutually contiguous old dimensions; otherwise it
 #   raises, and `reshape` copies (`contiguous()` then view).
 #
-# **Exercises** (`exercises/lab02_strides.py`): `slice_view`, `permute_view`, `is_contiguous`, `view_strides`.
-# Grade your work with `python -m labkit.grade --lab 02` (or `make grade LAB=02`).
+# **Exercises** (`exercises/lab02_strides.py`): `slice_view`, `permute_view`, `is_contiguous`, `view_strides`;
+# each has a "check your work" cell above. Grade all four with `python -m labkit.grade --lab 02` (or
+# `make grade LAB=02`).
