@@ -1,6 +1,8 @@
 """labkit.roofline: the cost models and formulas exactly; the measuring code for sanity (not speed)."""
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -118,3 +120,74 @@ def test_roofline_figure_draws_points():
     fig = V.roofline_figure(1e10, 1e9, points=[("x", 0.5, 4e8), ("y", 100, 9e9)])
     xs = [list(l.get_xdata()) for l in fig.axes[0].lines[1:]]
     assert [0.5] in xs and [100] in xs
+
+
+# ---- the compute-bound batch size, the raised roof, Lab 01's pictures and worked problems
+
+@pytest.mark.parametrize("peak,bw,d_in,d_out,b", [(989e12, 3.35e12, 8192, 8192, 2), (67e12, 3.35e12, 8192, 8192, 4),
+                                                  (50e9, 10e9, 2048, 2048, 4), (312e12, 2.039e12, 4096, 11008, 2)])
+def test_compute_bound_batch_is_the_first_batch_past_the_ridge(peak, bw, d_in, d_out, b):
+    from labkit.roofline import model as Mo
+
+    bstar = Mo.compute_bound_batch(peak, bw, d_in, d_out, b)
+    ridge = Mo.ridge_intensity(peak, bw)
+    assert Mo.linear_intensity(bstar, d_in, d_out, b) >= ridge > Mo.linear_intensity(bstar - 1, d_in, d_out, b)
+    assert Mo.bound(Mo.linear_intensity(bstar, d_in, d_out, b), peak, bw) == "compute"
+    closed = ridge * b * d_in * d_out / (2 * d_in * d_out - ridge * b * (d_in + d_out))
+    assert bstar == math.ceil(closed - 1e-9)
+    assert abs(bstar - ridge * b / 2) / bstar < 0.1 or min(d_in, d_out) < 4096   # ≈ R·b/2 for large d
+
+
+def test_compute_bound_batch_never_when_the_layer_is_too_thin():
+    from labkit.roofline import model as Mo
+
+    assert Mo.compute_bound_batch(989e12, 3.35e12, 64, 64, 2) == math.inf   # intensity < 32 whatever B
+    assert Mo.compute_bound_batch(989e12, 3.35e12, 8192, 8192, 2) == 319
+
+
+def test_raise_roof_only_as_far_as_the_points_need():
+    from labkit.roofline import model as Mo
+
+    assert Mo.raise_roof(100.0, 10.0, [(1.0, 5.0), (50.0, 90.0)]) == (100.0, 10.0)
+    peak, bw = Mo.raise_roof(100.0, 10.0, [(1.0, 12.0), (50.0, 120.0)])
+    assert (peak, bw) == (120.0, 12.0)
+    pts = [(0.1, 1.3), (2.0, 30.0), (40.0, 101.0)]
+    peak, bw = Mo.raise_roof(100.0, 10.0, pts)
+    assert all(f <= Mo.attainable_flops(i, peak, bw) for i, f in pts)
+
+
+def test_linear_sweep_counts_the_matmul_of_one_layer():
+    from labkit.roofline import measure as Me
+
+    ms = Me.linear_sweep(batches=(1, 8), d=64, device=torch.device("cpu"), repeat=1)   # d explicit: fast
+    assert [m.flops for m in ms] == [2 * 1 * 64 * 64, 2 * 8 * 64 * 64]
+    assert [m.bytes for m in ms] == [(64 + 64 * 64 + 64) * 4, (8 * 64 + 64 * 64 + 8 * 64) * 4]
+    assert all(m.seconds > 0 for m in ms)
+
+
+def test_lab01_pictures(capsys, monkeypatch):
+    import exercises.lab01_roofline as stubs
+    import solutions.lab01_roofline as answers
+    from labkit.roofline import lab
+
+    import IPython.display
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: None)
+    for name in lab.CASES:
+        table = lab.picture(name)(getattr(answers, name))
+        assert all(table.column("equal")), name
+        assert all(len(line) <= 100 for line in str(table).splitlines())
+        with pytest.raises(NotImplementedError):
+            lab.picture(name)(getattr(stubs, name))
+    wrong = lab.compare("matmul_intensity", lambda m, k, n, b=4: 2 * m * k * n / ((m * k + k * n + m * n) * 4))
+    assert not all(wrong.column("equal"))                       # forgot the dtype's bytes
+    assert not all(lab.compare("mfu_hfu", lambda *a: (1.0,)).column("equal"))
+
+
+def test_lab01_worked_problems():
+    from labkit.roofline import model as Mo
+
+    assert Mo.ridge_intensity(200e9, 25e9) == 8
+    assert abs(Mo.attainable_flops(1 / 12, 200e9, 25e9) - 25e9 / 12) < 1
+    assert abs(Mo.mfu(13e9, 2e6, 20, 64 * 989e12) - 0.1232) < 1e-4
+    assert abs(Mo.hfu(13e9, 2e6, 20, 64 * 989e12, True) - 0.1643) < 1e-4
+    assert Mo.compute_bound_batch(67e12, 3.35e12, 8192, 8192, 4) == 41

@@ -21,7 +21,7 @@ from labkit.bench import median_time
 from labkit.roofline import model as M
 
 __all__ = ["Measurement", "threads", "default_device", "measure", "peak_matmul", "bandwidth",
-           "chain_unfused", "make_fused_chain", "chain_inputs"]
+           "chain_unfused", "make_fused_chain", "chain_inputs", "linear_sweep"]
 
 
 @dataclass(frozen=True)
@@ -155,3 +155,23 @@ def make_fused_chain():
             tmp = torch.add(a, b)
             return torch.addcmul(d, tmp, c, out=out)
         return fallback, 7, f"torch.addcmul fallback (2 kernels, 7 arrays; torch.compile failed: {type(exc).__name__})"
+
+
+def linear_sweep(batches=(1, 2, 4, 8, 16, 32, 64, 256, 1024), d: int = 4096, dtype=torch.float32,
+                 device=None, repeat: int = 3) -> list[Measurement]:
+    """Time y = x @ W, x (B x d), W (d x d), for each batch B: the roofline points of one layer.
+
+    W (d·d elements) is read once per call whatever B is, so small batches are memory-bound and
+    large ones compute-bound (see `model.compute_bound_batch`). Pick d so that W is larger than
+    the last-level cache (d = 4096 in float32: 64 MiB), or W stays in cache between calls and the
+    small batches beat the DRAM roof.
+    """
+    device = device or default_device()
+    w = torch.randn(d, d, dtype=dtype, device=device)
+    out = []
+    for b in batches:
+        x = torch.randn(b, d, dtype=dtype, device=device)
+        y = torch.empty(b, d, dtype=dtype, device=device)
+        out.append(measure(M.matmul(b, d, d, x.element_size()), lambda x=x, y=y: torch.mm(x, w, out=y),
+                           repeat=repeat, min_time_s=0.005))
+    return out

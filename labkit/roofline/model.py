@@ -7,8 +7,8 @@ Counting convention (used everywhere in the course):
   every operand is read once and every result written once (perfect caching
   inside one kernel, no caching between kernels). An unfused chain of
   kernels therefore pays for every intermediate twice (written, then read).
-- Arithmetic intensity I = FLOPs / bytes (FLOP/byte). The seed notes count
-  "read/writes" in elements (add: 1/3); in bytes of float32 that is 1/12.
+- Arithmetic intensity I = FLOPs / bytes (FLOP/byte). Counting "read/writes"
+  in elements instead gives add an intensity of 1/3; in bytes of float32 it is 1/12.
 """
 from __future__ import annotations
 
@@ -17,7 +17,17 @@ from dataclasses import dataclass
 __all__ = [
     "OpCost", "elementwise_add", "elementwise_chain", "matmul", "softmax", "copy", "triad",
     "attainable_flops", "ridge_intensity", "bound", "mfu", "hfu", "training_flops", "utilization",
+    "linear_intensity", "compute_bound_batch", "raise_roof", "DATASHEETS",
 ]
+
+# Vendor datasheet numbers (dense, no sparsity): peak FLOP/s per precision and memory bandwidth (bytes/s).
+# The ridge point peak / bandwidth is what decides memory- vs compute-bound on each.
+DATASHEETS = {
+    "NVIDIA H100 SXM (bf16 tensor cores)": (989e12, 3.35e12),
+    "NVIDIA H100 SXM (fp32, no tensor cores)": (67e12, 3.35e12),
+    "NVIDIA A100 SXM 80GB (bf16 tensor cores)": (312e12, 2.039e12),
+    "NVIDIA A100 SXM 80GB (fp32, no tensor cores)": (19.5e12, 2.039e12),
+}
 
 
 def _pos_int(name: str, v) -> int:
@@ -145,3 +155,54 @@ def hfu(n_params: float, tokens: float, seconds: float, peak_flops: float, recom
     """Hardware FLOPs utilization: FLOPs actually executed (8*N*tokens with recompute) / seconds / peak."""
     _, hardware = training_flops(n_params, tokens, recompute_forward)
     return utilization(hardware, seconds, peak_flops)
+
+
+def linear_intensity(batch: int, d_in: int, d_out: int, dtype_bytes: int = 2) -> float:
+    """Intensity (FLOP/byte) of y = x @ W with x (batch x d_in), W (d_in x d_out): `matmul(batch, d_in, d_out)`.
+
+    2·B·d_in·d_out FLOPs over (B·d_in + d_in·d_out + B·d_out)·dtype_bytes bytes; for B << d this is
+    about 2B / dtype_bytes: the weights are read once whatever the batch, so each token reuses them.
+    """
+    return matmul(batch, d_in, d_out, dtype_bytes).intensity
+
+
+def compute_bound_batch(peak_flops: float, bandwidth: float, d_in: int, d_out: int,
+                        dtype_bytes: int = 2) -> float:
+    """Smallest batch B (tokens, rounded up; math.inf if none) at which y = x @ W is compute-bound.
+
+    Solves linear_intensity(B) >= ridge R = peak / bandwidth:
+    2·B·d_in·d_out >= R·b·(B·(d_in + d_out) + d_in·d_out), so
+    B* = R·b·d_in·d_out / (2·d_in·d_out − R·b·(d_in + d_out)); for large d, B* ≈ R·b / 2.
+    """
+    import math
+
+    for name, v in (("d_in", d_in), ("d_out", d_out), ("dtype_bytes", dtype_bytes)):
+        _pos_int(name, v)
+    r = ridge_intensity(peak_flops, bandwidth)
+    denom = 2 * d_in * d_out - r * dtype_bytes * (d_in + d_out)
+    if denom <= 0:
+        return math.inf
+    b = math.ceil(r * dtype_bytes * d_in * d_out / denom - 1e-9)
+    while b > 1 and linear_intensity(b - 1, d_in, d_out, dtype_bytes) >= r:   # rounding guards
+        b -= 1
+    while linear_intensity(b, d_in, d_out, dtype_bytes) < r:
+        b += 1
+    return b
+
+
+def raise_roof(peak_flops: float, bandwidth: float, points) -> tuple[float, float]:
+    """A roof (peak FLOP/s, bandwidth bytes/s) no point exceeds, raised from the given one only as far as needed.
+
+    ``points``: (intensity FLOP/B, achieved FLOP/s). A measured roof is itself a measurement (a
+    median, at other sizes, at another moment); a point above it shows the machine can do more.
+    A point right of the ridge raises the peak, one left of it the bandwidth (to achieved / I).
+    """
+    for intensity, achieved in points:
+        if achieved > attainable_flops(intensity, peak_flops, bandwidth):
+            if intensity >= ridge_intensity(peak_flops, bandwidth):
+                peak_flops = achieved
+            else:
+                bandwidth = max(bandwidth, achieved / intensity)
+                peak_flops = max(peak_flops, achieved)
+    return peak_flops, bandwidth
+

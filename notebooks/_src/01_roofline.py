@@ -8,19 +8,24 @@
 # 2. **measure** this machine's compute peak (a large matmul) and memory bandwidth (STREAM-style copy and triad);
 # 3. draw the **roofline** `min(peak, I × bandwidth)` and place measured operations on it;
 # 4. explain with the roofline why **fusing** element-wise operations makes them faster, and measure it;
-# 5. compute **MFU** and **HFU**, including the activation-checkpointing case (MFU = ¾·HFU), and spot an arithmetic
-#    slip in the seed notes.
+# 5. compute **MFU** and **HFU**, including the activation-checkpointing case (MFU = ¾·HFU);
+# 6. find the batch size above which a layer's matmul becomes compute-bound — the roofline result that matters
+#    most for serving and training large models.
 #
 # Code: `labkit.roofline.model` (formulas, pure Python), `labkit.roofline.measure` (timing with torch),
-# `labkit.viz.roofline` (plots and the widget).
+# `labkit.viz.roofline` (plots and the widget). Whenever you see **Predict first**, write your guess down before
+# running the next cell.
 
 # %%
 
 import labkit
 import torch
 from labkit.env import report
+from labkit.grading.check import check_your_work
+from labkit.roofline import lab
 from labkit.roofline import measure as R
 from labkit.roofline import model as M
+from labkit.show import show
 from labkit.viz import roofline as V
 
 DEVICE = R.default_device()
@@ -41,7 +46,8 @@ report();
 # `I = FLOPs / bytes`.
 #
 # - element-wise add `c = a + b` on n float32: n FLOPs, 3n·4 bytes → `I = 1/12`.
-#   (The seed notes say "1 compute and 3 read/writes → 1/3": that counts *elements*, not bytes. In bytes it is 1/12.)
+#   **A common mistake** is "1 compute and 3 read/writes → intensity 1/3": that counts *elements*, not bytes. The
+#   roofline's x-axis is FLOP per *byte*, so in float32 it is 1/12 (the table below prints 0.0833).
 # - the chain `e = d + (a + b) * c`: 3 FLOPs per element. **Unfused** (3 kernels) each kernel reads 2 arrays and
 #   writes 1 → 9 arrays; **fused** (1 kernel) reads a, b, c, d and writes e → 5 arrays.
 # - matmul (m×k)·(k×n): `2mkn` FLOPs, `(mk + kn + mn)·4` bytes; for square n, `I = n/6` — it grows with n.
@@ -57,6 +63,19 @@ print("matmul n=1024: n/6 =", round(1024 / 6, 4), "| fused/unfused chain intensi
       M.elementwise_chain(8, True).intensity / M.elementwise_chain(8, False).intensity, "= 9/5")
 
 # %% [markdown]
+# ### Exercises: `matmul_intensity` and `chain_intensity`
+#
+# Write both in `exercises/lab01_roofline.py`. Each cell compares yours with labkit's counts on a few cases
+# (a matrix–vector product among them), draws your matmuls on the roofline of an example machine, then grades
+# the exercise.
+
+# %%
+check_your_work("lab01_roofline", "matmul_intensity", picture=lab.picture("matmul_intensity"))
+
+# %%
+check_your_work("lab01_roofline", "chain_intensity", picture=lab.picture("chain_intensity"))
+
+# %% [markdown]
 # ## 2. Measuring the machine
 #
 # **Peak compute**: the best FLOP/s of `torch.mm` on square float32 matrices (2n³ FLOPs per call) over a few sizes,
@@ -67,6 +86,13 @@ print("matmul n=1024: n/6 =", round(1024 / 6, 4), "| fused/unfused chain intensi
 # We count bytes the program must move; a cache that writes-allocate may move a little more.
 #
 # Timings vary from run to run and machine to machine, so the cells that print them are not compared by the tests.
+# Here is how the bandwidth is measured:
+
+# %%
+show(R.bandwidth)
+
+# %% [markdown]
+# **Predict first:** this machine's ridge point (peak ÷ bandwidth) — below 1, around 10, or above 100 FLOP/B?
 
 # %% tags=["nbval-ignore-output"]
 with R.threads(THREADS):
@@ -85,7 +111,7 @@ print(f"ridge point  : {M.ridge_intensity(PEAK, BW):8.2f} FLOP/byte = peak / ban
 # An operation with intensity `I` cannot run faster than the memory system feeds it (`I × bandwidth`) nor faster than
 # the arithmetic units (`peak`): **attainable = min(peak, I × bandwidth)**. Left of the ridge point `peak/bandwidth`
 # an op is memory-bound, right of it compute-bound. The formula is exact for the model; a quick check with round
-# numbers:
+# numbers (a machine of 100 GFLOP/s and 10 GB/s, ridge at 10 FLOP/B):
 
 # %%
 for i in (0.25, 8.0, 64.0):
@@ -93,8 +119,17 @@ for i in (0.25, 8.0, 64.0):
           f" {M.bound(i, 100e9, 10e9)}-bound")
 
 # %% [markdown]
+# ### Exercise: `attainable_flops`
+
+# %%
+check_your_work("lab01_roofline", "attainable_flops", picture=lab.picture("attainable_flops"))
+
+# %% [markdown]
 # Now measure real operations and put them on this machine's roofline. Each point: x = the op's modelled intensity,
 # y = its modelled FLOPs ÷ measured time. A point near the roof is as fast as the hardware allows.
+#
+# **Predict first:** which of these reaches the highest GFLOP/s — the add, the softmax, or a 512×512 matmul? Which
+# is closest to *its* roof?
 
 # %% tags=["nbval-ignore-output"]
 n = 1 << 23
@@ -105,7 +140,6 @@ X = torch.randn(4096, 1024, device=DEVICE)
 with R.threads(THREADS):
     measured = [
         R.measure(M.elementwise_add(n), lambda: torch.add(a, b, out=out)),
-        R.measure(M.elementwise_chain(n, fused=False), lambda: R.chain_unfused(a, b, c, d, out, tmp)),
         R.measure(M.softmax(4096, 1024), lambda: torch.softmax(X, dim=1)),
         *[R.measure(M.matmul(s, s, s), lambda s=s: torch.mm(*mats[s]), min_time_s=0.01) for s in mats],
     ]
@@ -114,6 +148,10 @@ for m in measured:
     roof = M.attainable_flops(m.intensity, PEAK, BW)
     print(f"{m.name:26} {m.intensity:10.3f} {m.flops_per_s / 1e9:9.2f} {m.bytes_per_s / 1e9:7.2f} {roof / 1e9:13.2f} "
           f"{100 * m.flops_per_s / roof:8.0f}%")
+NEW_PEAK, NEW_BW = M.raise_roof(PEAK, BW, [(m.intensity, m.flops_per_s) for m in measured])
+if (NEW_PEAK, NEW_BW) != (PEAK, BW):
+    print(f"a point exceeds the measured roof: raising it to {NEW_PEAK / 1e9:.2f} GFLOP/s, {NEW_BW / 1e9:.2f} GB/s")
+    PEAK, BW = NEW_PEAK, NEW_BW
 
 # %%
 fig = V.roofline_figure(PEAK, BW, points=[(m.name, m.intensity, m.flops_per_s) for m in measured],
@@ -125,12 +163,26 @@ fig = V.roofline_figure(PEAK, BW, points=[(m.name, m.intensity, m.flops_per_s) f
 # slanted line. Small matmuls have low intensity *and* overheads; large ones climb to the flat part.
 # (Softmax in torch may read the input more than once, so its real traffic can exceed the 2-array model.)
 #
+# Can a point lie *above* the roof? Only if the roof is too low — and it can be, because the roof is itself a
+# measurement: the peak is the best of a few matmul sizes, the bandwidth a median of a STREAM run, each taken at
+# another moment on a machine that other programs share, and a 512×512 matmul whose operands fit in cache is not
+# limited by memory bandwidth at all. When that happens the cell above raises the roof to the best speed seen
+# (`M.raise_roof`: a compute-bound point raises the peak, a memory-bound one the bandwidth) and says so, rather
+# than print more than 100 %.
+#
 # ## 4. Fusion, for real
 #
 # The chain `e = d + (a + b) * c` has the same FLOPs fused or not; fusing only removes traffic (9 → 5 arrays). Both
 # versions are memory-bound, so the roofline predicts the time ratio **unfused / fused ≈ 9/5 = 1.8** (same bandwidth,
 # less data). We fuse with `torch.compile` (Inductor generates one C++/OpenMP loop on CPU, one Triton kernel on GPU).
-# The first call compiles (several seconds); we time later calls.
+# The first call compiles (several seconds); we time later calls. The unfused chain is the three kernels below:
+
+# %%
+show(R.chain_unfused)
+
+# %% [markdown]
+# **Predict first:** the fused chain moves 5 arrays, the unfused one 9. What speed-up do you expect, and will the
+# GB/s of the two differ?
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -138,7 +190,8 @@ import time
 t0 = time.perf_counter()
 fused, arrays, how = R.make_fused_chain()
 fused(a, b, c, d, out)
-print(f"fused with: {how}; first call (compile) {time.perf_counter() - t0:.1f} s")
+print(f"fused with: {how}")
+print(f"first call (compiles): {time.perf_counter() - t0:.1f} s")
 want = d + (a + b) * c
 print("fused result equals eager (up to FMA rounding):", torch.allclose(out, want, rtol=1e-6, atol=1e-6))
 with R.threads(THREADS):
@@ -176,18 +229,18 @@ fig = V.roofline_figure(PEAK, BW, points=[(t_unf.name, t_unf.intensity, t_unf.fl
 # forward is recomputed during backward: **8·N·tokens** executed, still 6·N·tokens useful, so
 # **MFU = 6/8 · HFU = ¾·HFU**.
 #
-# **A slip in the seed notes.** The worked example reads `MFU = (10^12/10) / 1013 = 0.01`: the denominator
-# "1013" is the peak 10¹³ FLOP/s with its exponent lost. Taken literally the result would be ≈ 10⁸, not 0.01.
-# Correctly: 10¹² FLOPs / 10 s = 10¹¹ FLOP/s; 10¹¹ / 10¹³ = 0.01 = 1 %.
+# **A common slip when copying such numbers:** a worked example that reads `MFU = (10^12/10) / 1013 = 0.01`. The
+# "1013" is the peak 10¹³ FLOP/s with its exponent lost in typesetting (10<sup>13</sup> pasted as text). Taken
+# literally the result would be ≈ 10⁸, not 0.01. Correctly: 10¹² FLOPs / 10 s = 10¹¹ FLOP/s; 10¹¹ / 10¹³ = 1 %.
 
 # %%
-print("seed example, corrected: (1e12 / 10) / 1e13 =", M.utilization(1e12, 10, 1e13))
-print("taken literally        : (1e12 / 10) / 1013 =", f"{1e12 / 10 / 1013:.4g}")
+print("example, corrected: (1e12 / 10) / 1e13 =", M.utilization(1e12, 10, 1e13))
+print("taken literally   : (1e12 / 10) / 1013 =", f"{1e12 / 10 / 1013:.4g}")
 N, tokens, secs, peak_hw = 7e9, 2 ** 20, 100.0, 989e12  # a 7B model, 1M tokens in 100 s on a ~1 PFLOP/s accelerator
 mfu = M.mfu(N, tokens, secs, peak_hw)
 hfu = M.hfu(N, tokens, secs, peak_hw, recompute_forward=True)
-print(f"7B model, 2^20 tokens in 100 s, peak 989 TFLOP/s: MFU = {mfu:.4f}, HFU with checkpointing = {hfu:.4f}, "
-      f"MFU/HFU = {mfu / hfu:.4f} (= 3/4)")
+print(f"7B model, 2^20 tokens in 100 s, peak 989 TFLOP/s: MFU = {mfu:.4f}")
+print(f"  HFU with checkpointing = {hfu:.4f}, MFU/HFU = {mfu / hfu:.4f} (= 3/4)")
 
 # %% [markdown]
 # **Measured on this machine.** A small two-layer MLP (no biases, so N counts exactly the matmul weights) trained for
@@ -249,10 +302,60 @@ print(f"torch default : +{(t_early - t_plain) * 1e3:.1f} ms per step (first laye
 # On a CPU shared with other programs, differences of a few tens of milliseconds can drown in noise (rerun the cell to
 # see the spread); the formulas themselves are exact and are what the tests check.
 #
-# ## 6. Explore the roofline
+# ### Exercise: `mfu_hfu`
+
+# %%
+check_your_work("lab01_roofline", "mfu_hfu", picture=lab.picture("mfu_hfu"))
+
+# %% [markdown]
+# ## 6. When does a layer become compute-bound? The batch size
 #
-# Pick an op and its size (or any intensity) and see where it lands on the measured roof. Frame 0 is shown
-# statically; in JupyterLab the controls move the point.
+# A linear layer y = x @ W with W of d×d and a batch of B tokens does 2·B·d² FLOPs and moves
+# (2·B·d + d²)·b bytes (b bytes per element): the weights are read once **whatever B is**, and every token reuses
+# them. For B ≪ d its intensity is about **2B / b** FLOP/B — it grows linearly with the batch. The layer is
+# compute-bound once that intensity reaches the ridge R = peak / bandwidth:
+#
+# **B* = R·b·d² / (2d² − 2R·b·d) ≈ R·b / 2**
+#
+# This is why one token at a time (decoding in inference) is hopelessly memory-bound on a GPU, and why training
+# and batched serving need hundreds of tokens per matmul. The GPUs' datasheet numbers:
+
+# %%
+print("d = 8192:")
+for name, (peak_hw, bw_hw) in M.DATASHEETS.items():
+    b = 2 if "bf16" in name else 4
+    print(f"{name:45} ridge {M.ridge_intensity(peak_hw, bw_hw):6.1f} FLOP/B, B* = "
+          f"{M.compute_bound_batch(peak_hw, bw_hw, 8192, 8192, b)}")
+
+# %% [markdown]
+# **Predict first:** on *this* machine (its measured ridge is printed in section 2), from which batch size does a
+# 4096×4096 float32 layer stop being memory-bound? Then measure it. (Its weights take 64 MiB, more than a CPU's
+# last-level cache, so each call really streams them from memory; with a 16 MiB layer the small batches would
+# read W from cache and beat the memory roof.)
+
+# %% tags=["nbval-ignore-output"]
+with R.threads(THREADS):
+    sweep = R.linear_sweep(d=4096, device=DEVICE)
+B_STAR = M.compute_bound_batch(PEAK, BW, 4096, 4096, 4)
+print(f"this machine: ridge {M.ridge_intensity(PEAK, BW):.1f} FLOP/B -> B* = {B_STAR} (formula)")
+for m in sweep:
+    roof = M.attainable_flops(m.intensity, PEAK, BW)
+    print(f"{m.name:22} I = {m.intensity:7.2f} FLOP/B  {m.flops_per_s / 1e9:7.2f} GFLOP/s  "
+          f"roof {roof / 1e9:7.2f}  {M.bound(m.intensity, PEAK, BW)}-bound")
+
+# %%
+fig = V.roofline_figure(PEAK, BW, points=[(m.name, m.intensity, m.flops_per_s) for m in sweep],
+                        title="one 4096x4096 layer, batch 1 ... 1024", i_range=(2 ** -2, 2 ** 10))
+
+# %% [markdown]
+# Left of B* the roof doubles with every doubling of the batch; right of it, it is flat. The measured points
+# follow it from below and flatten near the peak a little after B*: the roofline is a bound, and the smallest
+# batches — matrix–vector products on one core — do not stream memory at the full copy bandwidth.
+#
+# ## 7. Explore the roofline
+#
+# Pick an op and its size (or any intensity) and see where it lands on the measured roof (run the cell, then use
+# the controls).
 
 # %%
 print("matmul n=64 :", {k: (round(v, 4) if isinstance(v, float) else v)
@@ -261,18 +364,74 @@ print("matmul n=64 :", {k: (round(v, 4) if isinstance(v, float) else v)
 V.explorer(PEAK, BW)
 
 # %% [markdown]
-# ## 7. On a GPU
+# ## 8. On a GPU
 #
 # The same cells run on CUDA: the peak is torch's float32 matmul (TF32 may be used if enabled), bandwidth is HBM
-# copy/triad, and the fused chain is one Triton kernel generated by Inductor. The ridge point on a modern GPU is tens
-# of FLOP/byte, much further right than on a CPU core, so even more operations are memory-bound there.
+# copy/triad, and the fused chain is one Triton kernel generated by Inductor. The ridge point of a modern GPU is far
+# right of a CPU core's: about 20 FLOP/B for an H100's plain fp32 units and about 295 FLOP/B for its bf16 tensor
+# cores (the table in section 6; Lab 04 uses the same 295) — so even more operations are memory-bound there.
 
 # %%
 if torch.cuda.is_available():
     print("GPU found:", torch.cuda.get_device_name(), "- the measurements above ran on it.")
 else:
-    print("No GPU here: on one, the cells above would measure HBM bandwidth (TB/s) and matmul TFLOP/s, and the ridge "
-          "point would move to tens of FLOP/byte.")
+    print("No GPU here: on one, the cells above would measure HBM bandwidth (TB/s) and matmul TFLOP/s,")
+    print("and the ridge point would move to 20-300 FLOP/byte depending on the precision.")
+
+# %% [markdown]
+# ## 9. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** A machine has a peak of 200 GFLOP/s and 25 GB/s. What is its ridge point? Is a float32 add
+# memory- or compute-bound there, and what GFLOP/s can it reach at best?
+#
+# <details><summary>Answer</summary>
+#
+# Ridge = 200 / 25 = **8 FLOP/B**. The add has I = 1/12 < 8: memory-bound, at most 25e9 / 12 ≈ **2.08 GFLOP/s**
+# (about 1 % of the peak).
+#
+# </details>
+#
+# **Problem 2.** Fusing a chain of k = 4 element-wise ops: what are the intensities unfused and fused (float32), and
+# the expected speed-up on a memory-bound machine?
+#
+# <details><summary>Answer</summary>
+#
+# Unfused: 4 FLOPs over 3·4 = 12 arrays → 4 / 48 = **1/12**. Fused: 4 FLOPs over 5 + 1 = 6 arrays → 4 / 24 =
+# **1/6**. Speed-up = traffic ratio 12/6 = **2×**.
+#
+# </details>
+#
+# **Problem 3.** A 13B-parameter model trains on 2 M tokens per step; a step takes 20 s on 64 GPUs of 989 TFLOP/s.
+# What are MFU and, with activation checkpointing, HFU?
+#
+# <details><summary>Answer</summary>
+#
+# Model FLOPs 6·13e9·2e6 = 1.56e17 per step; over 20 s on 64·989e12 FLOP/s: MFU = 1.56e17 / 20 / 6.33e16 ≈
+# **12.3 %**; HFU = 8/6 of that ≈ **16.4 %**.
+#
+# </details>
+#
+# **Problem 4.** An H100 (bf16: 989 TFLOP/s, 3.35 TB/s) serves a model whose layers are 8192×8192. How many
+# tokens must each matmul process before it is compute-bound? And with fp32 without tensor cores (67 TFLOP/s)?
+#
+# <details><summary>Answer</summary>
+#
+# bf16: ridge ≈ 295 FLOP/B, B* = R·b·d²/(2d² − 2Rbd) ≈ **319 tokens** (≈ R·b/2 = 295). fp32: ridge 20 FLOP/B,
+# b = 4: B* ≈ **41 tokens**.
+#
+# </details>
+#
+# ## Further reading
+#
+# * S. Williams, A. Waterman, D. Patterson, *Roofline: an insightful visual performance model for multicore
+#   architectures*, Communications of the ACM 52(4), 2009.
+# * J. D. McCalpin, *STREAM: Sustainable Memory Bandwidth in High Performance Computers* — the copy and triad
+#   kernels: <https://www.cs.virginia.edu/stream/>.
+# * A. Chowdhery et al., *PaLM: Scaling Language Modeling with Pathways*, 2022 — appendix B defines MFU and HFU.
+# * V. Korthikanti et al., *Reducing Activation Recomputation in Large Transformer Models*, 2022.
+# * NVIDIA, *H100 Tensor Core GPU datasheet* — the peak and bandwidth numbers used above.
 
 # %% [markdown]
 # ## Summary
@@ -285,5 +444,8 @@ else:
 # - MFU counts model FLOPs (6N per token), HFU counts executed FLOPs (8N with recompute): MFU = ¾·HFU under
 #   checkpointing.
 #
+# - A layer's matmul becomes compute-bound from a batch of about ridge × bytes-per-element ÷ 2 tokens.
+#
 # **Exercises** (`exercises/lab01_roofline.py`): `matmul_intensity`, `chain_intensity`, `attainable_flops`,
-# `mfu_hfu`. Grade your work with `python -m labkit.grade --lab 01` (or `make grade LAB=01`).
+# `mfu_hfu`; each has a "check your work" cell above. Grade all four with `python -m labkit.grade --lab 01` (or
+# `make grade LAB=01`).
