@@ -14,7 +14,10 @@ Guarantees (each is tested in tests/test_dist.py):
   same time never collide and nothing listens beyond 127.0.0.1 (a TCP store
   would listen on every interface, and its client connect sometimes stalls
   for seconds);
-- each rank gets ``cores // world_size`` torch threads (at least 1);
+- a spawned rank gets ``cores // world_size`` torch threads (at least 1); a forked
+  rank computes with one thread: GNU OpenMP (torch's CPU thread pool) hangs in a
+  child forked from a process that has already used a thread team, which a
+  notebook that ran any torch op has;
 - a rank that raises ends the launch with `RankError` naming the rank and
   carrying its traceback; a rank that hangs ends it with `TimeoutError`
   naming the ranks that had not returned (and where they were) after
@@ -342,7 +345,7 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     if method == "spawn":
         _check_picklable(fn, args)
     ctx = mp.get_context(method)
-    threads = max(1, (os.cpu_count() or 1) // world_size)
+    threads = max(1, (os.cpu_count() or 1) // world_size) if method == "spawn" else 1
     clean = False
     _sweep_stale_folders()
     with _sigterm_cleans_up(), tempfile.TemporaryDirectory(prefix=f"{_DIR_PREFIX}{os.getpid()}-") as tmp:

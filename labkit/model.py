@@ -153,7 +153,8 @@ class GPT(nn.Module):
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None):
         """tokens: (B, T) int64 with T <= seq_len. Returns logits (B, T, vocab), or
-        (logits, loss) when ``targets`` (B, T) is given; loss = mean cross-entropy (float32 for bf16)."""
+        (logits, loss) when ``targets`` (B, T) is given; loss = mean cross-entropy, in the model's
+        dtype (float32 for a bf16 model)."""
         check_tokens("GPT", "tokens", tokens, self.cfg)
         B, T = tokens.shape
         pos = torch.arange(T, device=tokens.device)
@@ -164,7 +165,8 @@ class GPT(nn.Module):
         if targets is None:
             return logits
         check_tokens("GPT", "targets", targets, self.cfg, like=tokens)
-        loss = F.cross_entropy(logits.float().reshape(B * T, -1), targets.reshape(B * T))
+        wide = logits.float() if logits.dtype == torch.bfloat16 else logits   # bf16: reduce in float32
+        loss = F.cross_entropy(wide.reshape(B * T, -1), targets.reshape(B * T))
         return logits, loss
 
 

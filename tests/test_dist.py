@@ -35,10 +35,21 @@ def test_results_by_rank_inside_a_process_group(world_size):
     assert len({o["pid"] for o in out} | {os.getpid()}) == world_size + 1  # separate processes
 
 
-def test_threads_per_rank_do_not_oversubscribe():
-    cores = os.cpu_count() or 1
+def test_forked_ranks_compute_with_one_thread():
     for ws in (1, 2, 3):
-        assert {o["threads"] for o in launch(_all_reduce_rank_ids, ws)} == {max(1, cores // ws)}
+        assert {o["threads"] for o in launch(_all_reduce_rank_ids, ws)} == {1}
+
+
+def _layer_norm_rank(rank, world_size):
+    return torch.nn.functional.layer_norm(torch.randn(64, 64, dtype=torch.float64), (64,)).shape[0]
+
+
+def test_a_forked_rank_does_not_hang_after_the_parent_used_threads():
+    # GNU OpenMP hangs in a forked child whose parent already ran a thread team (layer_norm runs
+    # in parallel even on small tensors); a notebook has always run torch ops before it launches.
+    torch.set_num_threads(max(2, os.cpu_count() or 1))
+    torch.nn.functional.layer_norm(torch.randn(64, 64, dtype=torch.float64), (64,))
+    assert launch(_layer_norm_rank, 1, timeout=30) == [64]
 
 
 def test_extra_args_and_notebook_style_functions():

@@ -71,8 +71,10 @@ for n in (1, 2, 3, 4):
 
 # %% [markdown]
 # The ranks of a launch find each other through a file in a private temporary folder and then talk
-# over loopback (`127.0.0.1`) on ports the operating system picks, so launches never collide. Each
-# rank gets `cores // world_size` threads so that ranks do not fight over the cores:
+# over loopback (`127.0.0.1`) on ports the operating system picks, so launches never collide. On a
+# CPU the ranks are *forked* copies of this kernel, and each computes with one thread: torch's CPU
+# thread pool (GNU OpenMP) hangs in a forked child once the parent has used it, as this notebook
+# has. Ranks that are spawned instead (NCCL on GPUs) get `cores // world_size` threads each.
 
 # %%
 print("threads per rank with 1, 2, 4 ranks:",

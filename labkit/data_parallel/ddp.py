@@ -1,0 +1,154 @@
+"""DDP from scratch: all-reduce the gradients from backward hooks, while backward still runs.
+
+    model = DDP(GPT(cfg), bucket_cap_mb=1)       # inside a launched process group
+    _, loss = model(tokens_of_this_rank, targets_of_this_rank)
+    loss.backward()                                # reductions start as gradients become ready
+    model.finish_gradient_synchronization()        # wait; every rank now holds the mean gradient
+    optimizer.step()
+
+Same shape as PyTorch's ``DistributedDataParallel``: ``.module`` is the wrapped model, the
+constructor broadcasts rank 0's parameters and buffers so all replicas start equal, and
+``no_sync()`` skips the reductions for gradient accumulation (the next synchronised backward
+reduces the accumulated sums). Each rank's loss is the mean over its own slice of the batch, so
+DDP divides each gradient by the world size before the sum: the result is the mean gradient over
+the whole batch — what one process would compute on all of it.
+
+Parameters that do not require grad are left alone; a parameter shared by two modules (a tied
+embedding and LM head) appears once in ``module.parameters()`` and is reduced once.
+
+``bucket_cap_mb=None`` reduces each parameter on its own; a number groups gradients into buckets
+(`labkit.data_parallel.buckets`), each reduced as one flat tensor once its last gradient is ready.
+``comm="torch"`` uses ``dist.all_reduce(async_op=True)``, which runs in the background while
+backward goes on; ``comm="ring"`` uses Lab 05's ring all-reduce built from isend/irecv — it runs
+inside the hook and blocks backward while it does (no overlap), which the timeline makes visible.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from labkit.data_parallel.buckets import assign_buckets, cap_bytes_of
+
+COMMS = ("torch", "ring")
+
+
+@dataclass
+class CommEvent:
+    """One bucket's reduction: ``bucket`` index, ``nbytes`` reduced, and perf_counter times (seconds):
+    ``start`` when its last gradient was ready and the all-reduce began, ``end`` when it was done
+    (for async all-reduces: when finish_gradient_synchronization found it complete)."""
+
+    bucket: int
+    nbytes: int
+    start: float
+    end: float = 0.0
+
+
+class DDP(nn.Module):
+    """Data-parallel wrapper; see the module docstring. Needs an initialised process group."""
+
+    def __init__(self, module: nn.Module, bucket_cap_mb: float | None = None, comm: str = "torch"):
+        super().__init__()
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"DDP: module must be a torch.nn.Module, got {type(module).__name__}")
+        if comm not in COMMS:
+            raise ValueError(f"DDP: comm must be one of {', '.join(COMMS)}, got {comm!r}")
+        if not dist.is_initialized():
+            raise RuntimeError("DDP: no process group; run inside labkit.dist.launch (or torchrun)")
+        self.module, self.comm = module, comm
+        self.world_size = dist.get_world_size()
+        with torch.no_grad():
+            for t in [*module.parameters(), *module.buffers()]:
+                dist.broadcast(t.data, src=0)
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        if bucket_cap_mb is None:
+            self.buckets = [[i] for i in reversed(range(len(self.params)))]
+        else:
+            self.buckets = assign_buckets(self.params, cap_bytes_of(bucket_cap_mb))
+        self._bucket_of = {i: b for b, members in enumerate(self.buckets) for i in members}
+        self._index = {id(p): i for i, p in enumerate(self.params)}
+        self._ready: list[set[int]] = [set() for _ in self.buckets]
+        self._pending: list[tuple[int, torch.Tensor, object, CommEvent]] = []
+        self._sync = True
+        self.events: list[CommEvent] = []   # this step's reductions, for timelines
+        self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad_ready) for p in self.params]
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside accumulate gradients locally without any communication."""
+        old, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = old
+
+    # ------------------------------------------------------------------ backward hooks
+
+    def _on_grad_ready(self, param: torch.Tensor) -> None:
+        if not self._sync:
+            return
+        i = self._index[id(param)]
+        b = self._bucket_of[i]
+        self._ready[b].add(i)
+        if len(self._ready[b]) == len(self.buckets[b]):
+            self._reduce(b)
+
+    def _reduce(self, b: int) -> None:
+        members = [self.params[i] for i in self.buckets[b]]
+        if len(members) == 1:
+            flat = members[0].grad                                        # reduced in place
+        else:
+            flat = torch.cat([p.grad.reshape(-1) for p in members])       # one message
+        flat.div_(self.world_size)
+        event = CommEvent(b, flat.numel() * flat.element_size(), time.perf_counter())
+        if self.comm == "torch":
+            work = dist.all_reduce(flat, async_op=True)
+        else:
+            from labkit.collectives import ring_all_reduce
+
+            ring_all_reduce(flat)
+            work, event.end = None, time.perf_counter()
+        self._pending.append((b, flat, work, event))
+
+    # ------------------------------------------------------------------ after backward
+
+    def finish_gradient_synchronization(self) -> None:
+        """Wait for every bucket's all-reduce and put the mean gradients back into ``.grad``.
+
+        RuntimeError (one line) if some parameter got no gradient in this backward: every rank must
+        reduce the same buckets, so DDP needs every parameter that requires grad to be used.
+        """
+        missing = [i for b, got in enumerate(self._ready) for i in self.buckets[b] if i not in got]
+        self.events = []
+        for b, flat, work, event in self._pending:
+            if work is not None:
+                work.wait()
+                event.end = time.perf_counter()
+            members = [self.params[i] for i in self.buckets[b]]
+            if len(members) > 1:
+                offset = 0
+                for p in members:
+                    n = p.numel()
+                    p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+                    offset += n
+            self.events.append(event)
+        self._pending = []
+        self._ready = [set() for _ in self.buckets]
+        if missing:
+            names = {id(p): n for n, p in self.module.named_parameters()}
+            first = names.get(id(self.params[missing[0]]), f"parameter {missing[0]}")
+            raise RuntimeError(f"DDP: {len(missing)} parameter(s) got no gradient in this backward "
+                               f"(first: {first}); use every parameter or set requires_grad=False")
+
+    def bucket_names(self) -> list[list[str]]:
+        """Each bucket's parameter names (in the order the bucket was filled)."""
+        names = {id(p): n for n, p in self.module.named_parameters()}
+        return [[names[id(self.params[i])] for i in members] for members in self.buckets]
