@@ -216,3 +216,34 @@ def test_trace_bad_tiles_one_line(kind, tiles, exc, msg):
     with pytest.raises(exc, match=msg) as excinfo:
         T.trace(kind, 4, 3, 5, **tiles)
     assert "\n" not in str(excinfo.value)
+
+
+def test_lab03_pictures_and_worked_problems(capsys, monkeypatch):
+    import IPython.display
+
+    import exercises.lab03_matmul as stubs
+    import solutions.lab03_matmul as answers
+    from labkit.matmul import lab
+
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: None)
+    for name in lab.CASES:
+        table = lab.picture(name)(getattr(answers, name))
+        assert all(table.column("equal")) and all(table.column("C == A@B")), name
+        assert all(len(line) <= 100 for line in str(table).splitlines())
+        with pytest.raises(NotImplementedError):
+            lab.picture(name)(getattr(stubs, name))
+
+    def forgets_the_last_row_block(A, B, b1, b2):      # counts floor(M/b1) passes over B
+        C, t = answers.cache_tiled(A, B, b1, b2)
+        return C, T.Traffic(t.a_reads, (A.shape[0] // b1) * B.size, t.c_writes)
+
+    assert not all(lab.compare("cache_tiled", forgets_the_last_row_block).column("equal"))
+    # worked problems
+    n = 1024
+    assert T.cache_tiled_formula(n, n, n, 64, 64).a_reads + T.cache_tiled_formula(n, n, n, 64, 64).b_reads == 17825792
+    assert max(b1 for b1 in range(1, 100) if 4 * 256 * (b1 + 8) <= 32768) == 24
+    f = T.register_tiled_formula(512, 512, 512, 8, 4)
+    assert (f.a_reads, f.b_reads) == (2 ** 27 // 4, 2 ** 27 // 8)
+    from labkit.matmul import gpu_model as G
+    g = G.gpu_formula("v3", 4096, V=8, L=128, S=8)
+    assert (g["global_reads"], g["shared_reads"]) == (2 * 4096 ** 3 // 128, 2 * 4096 ** 3 // 8)

@@ -52,10 +52,10 @@ def test_v3_shared_memory(N, V, L, S):
     assert t.per_thread_global.max() <= 2 * per_step * (N // S)
 
 
-def test_v3_with_seed_slip_has_same_traffic_but_wrong_result():
+def test_v3_reading_b_from_sA_has_same_traffic_but_wrong_result():
     A, B = ints(8, 6), ints(8, 7)
     C_ok, t_ok = G.simulate_v3(A, B, 2, 4, 2)
-    C_bad, t_bad = G.simulate_v3(A, B, 2, 4, 2, seed_slip=True)
+    C_bad, t_bad = G.simulate_v3(A, B, 2, 4, 2, b_from_sA=True)
     assert t_bad.counts() == t_ok.counts()
     np.testing.assert_array_equal(C_ok, A @ B)
     assert not np.array_equal(C_bad, A @ B)
@@ -103,3 +103,21 @@ def test_gpu_formula_bad_tiles_one_line(call, exc, msg):
     with pytest.raises(exc, match=msg) as excinfo:
         call()
     assert "\n" not in str(excinfo.value)
+
+
+def test_pseudocode_names_the_loads_the_simulator_counts():
+    N, V, L, S = 8, 2, 4, 2
+    A, B = np.ones((N, N)), np.ones((N, N))
+    code = G.PSEUDOCODE
+    assert set(code) == set(G.KERNELS)
+    assert all(len(line) <= 100 for c in code.values() for line in c.splitlines())
+    # the per-thread global loads stated in the comments, against the simulation
+    per = {k: set(G.simulate(k, A, B, V=V, L=L, S=S)[1].per_thread_global.tolist()) for k in G.KERNELS}
+    assert "2N per thread" in code["v1"] and per["v1"] == {2 * N}
+    assert "N loads, V times" in code["v1.5"] and "N loads, V*V times" in code["v1.5"]
+    assert per["v1.5"] == {N * V + N * V * V}
+    assert code["v2"].count("// V global loads") == 2 and per["v2"] == {2 * N * V}
+    assert "2*L*S global loads" in code["v3"]            # per slab step, shared by the block's threads
+    t3 = G.simulate("v3", A, B, V=V, L=L, S=S)[1]
+    assert t3.global_reads == (N // L) ** 2 * (N // S) * 2 * L * S
+    assert "b[:] = sB[ki" in code["v3"] and "b[:] = sA" not in code["v3"]

@@ -1,4 +1,4 @@
-"""Thread-level simulator of the lecture's GPU matmul kernels v1, v1.5, v2, v3.
+"""Thread-level simulator of four GPU matmul kernels, v1, v1.5, v2, v3 (`PSEUDOCODE` shows each).
 
 Each kernel is executed thread by thread in pure Python/numpy on small square
 N x N matrices (C = A @ B); every load a thread issues is counted, per thread,
@@ -19,11 +19,11 @@ Every kernel writes C once: global writes = N^2.
 
 Indexing: thread (ty, tx) of block (by, bx) owns rows by*L + ty*V .. +V and
 columns bx*L + tx*V .. +V of C (v3); for v1.5/v2 thread (ty, tx) owns rows
-ty*V.. and columns tx*V... The lecture's v3 stores A transposed; here A is
-row-major and sA[ki, i] = A[block_row0 + i, ko + ki], sB[ki, j] = B[ko + ki, block_col0 + j].
+ty*V.. and columns tx*V... Versions of v3 often store A transposed in shared
+memory; here A is row-major and sA[ki, i] = A[block_row0 + i, ko + ki], sB[ki, j] = B[ko + ki, block_col0 + j].
 
-The seed notes' v3 code reads ``b`` from ``sA`` (``b[:] = sA[ki, ...]``) -- a slip:
-it must read ``sB``. ``simulate_v3(..., seed_slip=True)`` runs that code: the traffic
+A bug seen in copies of v3 reads ``b`` from ``sA`` (``b[:] = sA[ki, ...]``): it must
+read ``sB``. ``simulate_v3(..., b_from_sA=True)`` runs that code: the traffic
 counts are identical (a traffic model cannot see the bug) but C is wrong.
 """
 from __future__ import annotations
@@ -36,9 +36,54 @@ import numpy as np
 from labkit.matmul.traffic import check_tile
 
 __all__ = ["GpuTraffic", "simulate", "simulate_v1", "simulate_v15", "simulate_v2", "simulate_v3",
-           "gpu_formula", "KERNELS"]
+           "gpu_formula", "KERNELS", "PSEUDOCODE"]
 
 KERNELS = ("v1", "v1.5", "v2", "v3")
+
+# CUDA-like pseudo-code of each kernel, as the simulators below run it (square N x N, row-major;
+# every index divides evenly). Each load from global memory (A[..], B[..]) or shared memory
+# (sA[..], sB[..]) is one the simulator counts; tests/test_matmul_gpu.py checks the loads named here.
+PSEUDOCODE = {
+    "v1": """\
+// v1: one thread per C element; grid of N x N threads
+x, y = thread's row and column
+c = 0
+for k in 0..N-1:
+    c += A[x, k] * B[k, y]          // 2 global loads per k: 2N per thread
+C[x, y] = c""",
+    "v1.5": """\
+// v1.5: one thread per V x V tile of C; (N/V)^2 threads
+for i in 0..V-1:
+    a[:] = A[ty*V + i, :]           // a row of A: N loads, V times
+    for j in 0..V-1:
+        b[:] = B[:, tx*V + j]       // a column of B: N loads, V*V times
+        c[i, j] = dot(a, b)
+C[ty*V : ty*V+V, tx*V : tx*V+V] = c""",
+    "v2": """\
+// v2: one thread per V x V tile of C, as a sum of outer products
+c[V][V] = 0                          // in registers
+for k in 0..N-1:
+    a[:] = A[ty*V : ty*V+V, k]      // V global loads
+    b[:] = B[k, tx*V : tx*V+V]      // V global loads
+    c += outer(a, b)                 // V*V multiply-adds on 2V loaded values
+C[ty*V : ty*V+V, tx*V : tx*V+V] = c""",
+    "v3": """\
+// v3: a block of (L/V)^2 threads computes an L x L tile of C;
+//     slabs of A and B, S wide, go through shared memory
+__shared__ sA[S][L], sB[S][L]
+c[V][V] = 0
+for ko in 0..N-1 step S:
+    __syncthreads()
+    // cooperative fetch: the block's threads share the 2*L*S global loads
+    sA[ki][i] = A[by*L + i, ko + ki]    for this thread's share of (ki, i)
+    sB[ki][j] = B[ko + ki, bx*L + j]    for this thread's share of (ki, j)
+    __syncthreads()
+    for ki in 0..S-1:
+        a[:] = sA[ki, ty*V : ty*V+V]    // V shared loads
+        b[:] = sB[ki, tx*V : tx*V+V]    // V shared loads (from sB, not sA!)
+        c += outer(a, b)
+C[by*L + ty*V .., bx*L + tx*V ..] = c""",
+}
 
 
 @dataclass
@@ -77,7 +122,7 @@ def _square(A, B) -> tuple[np.ndarray, np.ndarray, int]:
 
 def _divides(name_v: str, v: int, name_n: str, n: int) -> None:
     if n % v:
-        raise ValueError(f"{name_v}={v} must divide {name_n}={n} (the lecture kernels have no bounds checks)")
+        raise ValueError(f"{name_v}={v} must divide {name_n}={n} (these kernels have no bounds checks)")
 
 
 class _Thread:
@@ -158,14 +203,14 @@ def simulate_v2(A: np.ndarray, B: np.ndarray, V: int) -> tuple[np.ndarray, GpuTr
 
 
 def simulate_v3(A: np.ndarray, B: np.ndarray, V: int, L: int, S: int,
-                seed_slip: bool = False) -> tuple[np.ndarray, GpuTraffic]:
+                b_from_sA: bool = False) -> tuple[np.ndarray, GpuTraffic]:
     """v3 (shared-memory tiling): a block of (L/V)^2 threads computes an L x L tile of C.
 
     For each k step of width S the block cooperatively fetches sA (the L x S slab of A)
     and sB (the S x L slab of B) from global into shared memory, element e of each slab
     being loaded by thread e mod (threads per block); then each thread, for each of the
     S values of ki, reads V elements from sA and V from sB and adds their outer product.
-    ``seed_slip=True`` reproduces the seed notes' bug (b read from sA instead of sB).
+    ``b_from_sA=True`` reproduces a common bug (b read from sA instead of sB).
     """
     A, B, N = _square(A, B)
     V, L, S = check_tile("V", V), check_tile("L", L), check_tile("S", S)
@@ -199,7 +244,7 @@ def simulate_v3(A: np.ndarray, B: np.ndarray, V: int, L: int, S: int,
                     ty, tx = divmod(tid, L // V)
                     for ki in range(S):
                         a = th.s(sA[ki, ty * V:ty * V + V])
-                        b = th.s((sA if seed_slip else sB)[ki, tx * V:tx * V + V])
+                        b = th.s((sA if b_from_sA else sB)[ki, tx * V:tx * V + V])
                         acc[tid] += np.outer(a, b)
             for tid, th in enumerate(threads):
                 ty, tx = divmod(tid, L // V)

@@ -6,7 +6,7 @@ Conventions used everywhere in this module
 - Traffic is counted in **elements** (not bytes) moved from the *slower* memory
   level into the faster one: ``a_reads`` / ``b_reads`` for A and B, and
   ``c_writes`` for elements of C written back to the slower level.
-- The loops follow the seed notes (lecture pseudo-code), with tile sizes that
+- The loops are the textbook tiled loops, with tile sizes that
   need not divide the matrix: the last tile along a dimension is simply smaller,
   and only the elements really in a tile are counted.
 
@@ -25,9 +25,9 @@ tiled(b1, b2, v1, v2) (both levels):
     with J(n, b, v) = (n // b)*cdiv(b, v) + cdiv(n % b, v)  (register tiles per
     cache block, summed over the cache blocks along that dimension).
 In every case C is written exactly once per element: c_writes = M*N.
-With square n and tiles dividing n these reduce to the lecture's forms:
+With square n and tiles dividing n these reduce to the familiar forms:
 naive 2n^3; cache n^2 + n^3/b1; register n^3/v2 + n^3/v1 (+ n^2 for C).
-(The seed notes' "combined" section writes the DRAM traffic of B as n^2/b1; it
+(A common slip writes the DRAM traffic of B in the combined scheme as n^2/b1; it
 is n^3/b1, as in the cache-tiling section.)
 """
 from __future__ import annotations
@@ -157,7 +157,7 @@ def naive(A, B) -> tuple[np.ndarray, Traffic]:
 def cache_tiled(A, B, b1: int, b2: int, trace: list | None = None) -> tuple[np.ndarray, Traffic]:
     """Cache-aware tiling (DRAM -> L1): keep a b1 x K row block of A resident, stream K x b2 blocks of B.
 
-    Loop (from the lecture, with partial last tiles):
+    Loop (with partial last tiles):
         for each row block i (b1 rows of A):      load A[i-block, :]      -> L1
             for each column block j (b2 cols of B): load B[:, j-block]   -> L1
                 C[i-block, j-block] = a @ b         (written once)
@@ -188,7 +188,7 @@ def cache_tiled(A, B, b1: int, b2: int, trace: list | None = None) -> tuple[np.n
 def register_tiled(A, B, v1: int, v2: int, v3: int, trace: list | None = None) -> tuple[np.ndarray, Traffic]:
     """Register-aware tiling (L1 -> registers): a v1 x v2 tile of C stays in registers.
 
-    Loop (from the lecture, with partial last tiles):
+    Loop (with partial last tiles):
         for each v1-row block i, for each v2-column block j:
             c = 0                                   (v1 x v2 registers)
             for each v3-wide k block:  load a = A[i, k] (v1 x v3), b = B[k, j] (v3 x v2);  c += a @ b
@@ -224,7 +224,7 @@ def register_tiled(A, B, v1: int, v2: int, v3: int, trace: list | None = None) -
 
 
 def tiled(A, B, b1: int, b2: int, v1: int, v2: int) -> tuple[np.ndarray, TwoLevelTraffic]:
-    """Cache and register tiling combined (the lecture's "combine together" loop).
+    """Cache and register tiling combined (cache blocks, register tiles inside them).
 
     DRAM -> L1: as `cache_tiled` (A row block b1 x K resident, K x b2 block of B streamed).
     L1 -> registers: inside each (b1, b2) block, v1 x v2 register tiles of C; for each k

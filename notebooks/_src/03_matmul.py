@@ -9,17 +9,21 @@
 #    tiling (`n³/v2 + n³/v1`), including the ceil-generalised forms when tiles do not divide n;
 # 3. follow the GPU kernels v1 → v3 (one output per thread, V×V per thread, outer products,
 #    shared-memory tiles) and predict their global- and shared-memory traffic;
-# 4. measure what tiling buys on this machine: a blocked matmul against the BLAS `torch.matmul`.
+# 4. say what a Python-level blocked matmul against the BLAS `torch.matmul` does and does not measure.
 #
 # Conventions: `A` is M×K, `B` is K×N, `C = A @ B` is M×N. Traffic is counted in **elements**
 # moved from the slower level (multiply by 4 for float32 bytes). `cdiv(x, b)` = ⌈x / b⌉.
+# Whenever you see **Predict first**, write your guess down before running the next cell.
 
 # %%
 import numpy as np
 
 import labkit  # noqa: F401  (sets up the environment)
-from labkit.matmul import traffic as T
+from labkit.grading.check import check_your_work
 from labkit.matmul import gpu_model as G
+from labkit.matmul import lab
+from labkit.matmul import traffic as T
+from labkit.show import show
 
 rng = np.random.default_rng(0)
 
@@ -30,8 +34,8 @@ def ints(M, K):
 
 
 def row(*cells, w=6, wide=()):
-    """One table row: right-aligned cells, width w (or 16 for the column indices in ``wide``)."""
-    return " ".join(f"{c!s:>{16 if i in wide else w}}" for i, c in enumerate(cells))
+    """One table row: right-aligned cells, width w (or 13 for the column indices in ``wide``)."""
+    return " ".join(f"{c!s:>{13 if i in wide else w}}" for i, c in enumerate(cells))
 
 # %% [markdown]
 # ## 1. The untiled loop: 2n³ loads
@@ -64,6 +68,8 @@ for n in (4, 8, 12):
 # **cdiv(M, b1)·K·N** (`n³/b1` when b1 divides n). b2 does not appear — it only sets how much L1
 # the B block needs (`b1·K + b2·K` elements must fit). When b1 does not divide M the last row block
 # is shorter; it still costs one full pass over B, hence the ceiling.
+#
+# **Predict first:** M = 10, K = 7, N = 9 with b1 = 4: how many elements of B are loaded?
 
 # %%
 print(row("M", "K", "N", "b1", "b2", "A counted", "A formula", "B counted", "B formula", wide=(5, 6, 7, 8)))
@@ -77,6 +83,8 @@ for (M, K, N, b1, b2) in [(16, 16, 16, 4, 4), (16, 16, 16, 8, 2), (16, 16, 16, 1
               wide=(5, 6, 7, 8)))
 
 # %% [markdown]
+# (Answer: cdiv(10, 4) = 3 row blocks, each streaming all 7·9 = 63 elements of B: 189.)
+#
 # The total `n² + n³/b1` falls as b1 grows, until the A block no longer fits in L1:
 
 # %%
@@ -86,7 +94,17 @@ naive_total = T.naive(A, B)[1].total
 for b1 in (1, 2, 4, 8, 16, 32):
     t = T.cache_tiled(A, B, b1, 4)[1]
     print(f"b1={b1:2d}: A+B reads = {t.a_reads + t.b_reads:6d} = n^2 + n^3/b1 = {n*n + n**3 // b1:6d}"
-          f"   L1 needed (b2=4): {b1 * n + 4 * n:5d} elements   vs naive {2 * n**3}")
+          f"  L1 needed (b2=4): {b1 * n + 4 * n:5d} elements (naive: {2 * n**3})")
+
+# %% [markdown]
+# ### Exercise: `cache_tiled`
+#
+# Write the counted loop in `exercises/lab03_matmul.py`. The next cell runs yours on four cases
+# (three uneven), compares C and the counts with the closed form, shows the last step of this lab's
+# animation for the first case (its counters are what yours must reach), then grades the exercise.
+
+# %%
+check_your_work("lab03_matmul", "cache_tiled", picture=lab.picture("cache_tiled"))
 
 # %% [markdown]
 # ## 3. Register-aware tiling (L1 → registers)
@@ -104,6 +122,9 @@ for b1 in (1, 2, 4, 8, 16, 32):
 # Each B tile once for every **row** tile: **cdiv(M, v1)·K·N** (`n³/v1`). So v1 (rows of the C tile)
 # divides the traffic of B and v2 (columns) that of A. v3 changes the register footprint
 # `v1·v3 + v2·v3 + v1·v2` but not the traffic.
+#
+# **Predict first:** 16×16×16 with v1 = 4, v2 = 2: which operand is loaded more, and how many times
+# more?
 
 # %%
 print(row("M", "K", "N", "v1", "v2", "v3", "A counted", "A formula", "B counted", "B formula", wide=(6, 7, 8, 9)))
@@ -117,14 +138,21 @@ for (M, K, N, v1, v2, v3) in [(16, 16, 16, 2, 4, 1), (16, 16, 16, 4, 2, 8), (16,
               t.b_reads, f"{-(-M // v1)}*{K}*{N}={f.b_reads}", wide=(6, 7, 8, 9)))
 
 # %% [markdown]
+# ### Exercise: `register_tiled`
+
+# %%
+check_your_work("lab03_matmul", "register_tiled", picture=lab.picture("register_tiled"))
+
+# %% [markdown]
 # ## 4. Both together
 #
 # Inside each cache block (b1×b2 of C) run register tiles (v1×v2). DRAM → L1 traffic is that of
 # cache tiling; L1 → register traffic is that of register tiling (`n³/v2 + n³/v1` when everything
-# divides). The seed notes' combined section gives the DRAM traffic of B as `n²/b1`; the count below
-# shows it is `n³/b1`, as in the cache-tiling section. When a register tile would straddle a cache
-# block edge it is cut in two, so the general count is `M·K·J(N, b2, v2)` and `J(M, b1, v1)·K·N` with
-# `J(n, b, v) = (n // b)·cdiv(b, v) + cdiv(n % b, v)` register tiles along that dimension.
+# divides). **A common slip** writes the DRAM traffic of B in this combined scheme as `n²/b1`; the
+# count below shows it is `n³/b1` (16³/8 = 512, not 16²/8 = 32), as in the cache-tiling section —
+# adding register tiles inside a cache block does not change what crosses DRAM. When a register
+# tile would straddle a cache block edge it is cut in two, so the general count is
+# `M·K·J(N, b2, v2)` and `J(M, b1, v1)·K·N` with `J(n, b, v) = (n // b)·cdiv(b, v) + cdiv(n % b, v)` register tiles along that dimension.
 
 # %%
 for (M, K, N, b1, b2, v1, v2) in [(16, 16, 16, 8, 8, 4, 2), (10, 7, 9, 5, 4, 2, 3)]:
@@ -135,6 +163,14 @@ for (M, K, N, b1, b2, v1, v2) in [(16, 16, 16, 8, 8, 4, 2), (10, 7, 9, 5, 4, 2, 
     print(f"M,K,N={M},{K},{N} b=({b1},{b2}) v=({v1},{v2})")
     print(f"  DRAM->L1: A {t.dram.a_reads:5d}  B {t.dram.b_reads:5d}   (formula {f.dram.a_reads}, {f.dram.b_reads})")
     print(f"  L1->reg:  A {t.l1.a_reads:5d}  B {t.l1.b_reads:5d}   (formula {f.l1.a_reads}, {f.l1.b_reads})")
+    if M == K == N:
+        print(f"  DRAM reads of B: {t.dram.b_reads} = n^3/b1 = {N**3 // b1}, not n^2/b1 = {N**2 // b1}")
+
+# %% [markdown]
+# ### Exercise: `tiled`
+
+# %%
+check_your_work("lab03_matmul", "tiled", picture=lab.picture("tiled"))
 
 # %% [markdown]
 # ## 5. Watch the loop
@@ -142,18 +178,13 @@ for (M, K, N, b1, b2, v1, v2) in [(16, 16, 16, 8, 8, 4, 2), (10, 7, 9, 5, 4, 2, 
 # Each frame is one step of the counted loop itself: the resident tile of A (blue), of B (orange),
 # the C tile being computed (green, finished tiles pale green), and the running counters next to
 # the closed-form totals. Shapes are deliberately uneven (7 rows, b1 = 3), so the last row block is
-# shorter. Frame 0 is shown first; the Play button and slider step through the rest.
+# shorter. The Play button and the slider step through the loop (run the cell first).
 
 # %%
-from IPython.display import HTML, display
-
 from labkit.viz.matmul import tiled_frames, tiled_player
 
 render, n_frames, formula = tiled_frames("cache", 7, 5, 8, b1=3, b2=3)
 print(f"{n_frames} steps; final counts {formula}")
-display(HTML(render(0)))
-
-# %%
 tiled_player("cache", 7, 5, 8, b1=3, b2=3)
 
 # %% [markdown]
@@ -166,8 +197,20 @@ tiled_player("register", 5, 4, 6, v1=2, v2=3, v3=2)
 # %% [markdown]
 # ## 6. GPU kernels v1 → v3: a thread-level model
 #
-# On a GPU each thread computes part of C. `labkit.matmul.gpu_model` runs the lecture's kernels
-# thread by thread (pure numpy, small N) and counts every load a thread issues:
+# On a GPU each thread computes part of C. `labkit.matmul.gpu_model` runs four kernels thread by
+# thread (pure numpy, small N) and counts every load a thread issues. Here they are as CUDA-like
+# pseudo-code — each `A[..]`/`B[..]` is a global-memory load, each `sA[..]`/`sB[..]` a shared-memory
+# load:
+
+# %%
+for k in ("v1", "v1.5", "v2"):
+    show(G.PSEUDOCODE[k])
+
+# %%
+show(G.PSEUDOCODE["v3"])
+
+# %% [markdown]
+# Counting what each thread loads:
 #
 # | kernel | each thread | global reads | shared reads |
 # |---|---|---|---|
@@ -181,6 +224,8 @@ tiled_player("register", 5, 4, 6, v1=2, v2=3, v3=2)
 # a block loads its slab of A and B once into shared memory, and all its threads read from there.
 # S (the k-width of a slab) appears in no count: it trades shared-memory size against the number of
 # `__syncthreads` steps.
+#
+# **Predict first:** N = 16, V = 2, L = 8. How many global reads does v2 make, and v3?
 
 # %%
 N, V, L, S = 16, 2, 8, 4
@@ -196,24 +241,33 @@ for k in G.KERNELS:
               f["shared_reads"] if k == "v3" else "-", bool((C == A @ B).all()), w=10, wide=(4,)))
 
 # %% [markdown]
-# **A slip in the seed notes.** Their v3 code loads the B operand from the wrong shared array:
-# `b[:] = sA[ki, threadIdx.x * V : ...]` — it must read `sB`. A traffic model cannot see this bug
-# (the same number of elements is read); only checking the result does:
+# **A bug you may meet in published versions of v3** loads the B operand from the wrong shared
+# array: `b[:] = sA[ki, threadIdx.x * V : ...]` — it must read `sB`. A traffic model cannot see this
+# bug (the same number of elements is read); only checking the result does:
 
 # %%
-C_slip, t_slip = G.simulate_v3(A, B, V, L, S, seed_slip=True)
+C_slip, t_slip = G.simulate_v3(A, B, V, L, S, b_from_sA=True)
 C_ok, t_ok = G.simulate_v3(A, B, V, L, S)
 print("same traffic:", t_slip.counts() == t_ok.counts())
-print("C == A @ B with sB:", bool((C_ok == A @ B).all()), "| with the seed's sA:", bool((C_slip == A @ B).all()))
+print("C == A @ B with sB:", bool((C_ok == A @ B).all()), "| with sA:", bool((C_slip == A @ B).all()))
 
 # %% [markdown]
-# ## 7. Real speed: a blocked matmul against BLAS on this machine
+# ## 7. Real speed: what a blocked loop in Python measures
 #
 # Counting elements is a model; time is what we pay. `labkit.matmul.blocked.blocked_matmul` computes
-# C one tile × tile block at a time (each block product is itself a BLAS call), and we time it against
-# `torch.matmul` in the same run (single thread, fastest of interleaved rounds, see the docstring).
-# Small tiles pay the Python loop and dispatch overhead `(n/tile)³` times; the library's own kernel
-# already tiles for the caches and registers internally, so the blocked version can at best match it.
+# C one tile × tile block at a time, each block product being a call into BLAS, and we time it
+# against one `torch.matmul` call in the same run (single thread, fastest of interleaved rounds).
+#
+# Be clear about what this measures. Every block product is itself a BLAS kernel that already tiles
+# for the caches and the registers, so this experiment does **not** show the cache reuse of
+# sections 2–4. What it shows is the cost of *calls*: the blocked version makes cdiv(n, tile)³ of
+# them, each paying Python and dispatch overhead (microseconds) plus the small matmul's own time.
+# Small tiles are dominated by the call count; from a few hundred on, the blocked version is within
+# a few tens of percent of one call either way — sometimes faster, when the library happens to
+# handle the 256-blocks better than the whole matrix on this CPU. The real cache effects live
+# inside the library, and in Lab 04's Triton kernels.
+#
+# **Predict first:** how many calls does tile 16 make for n = 512, and roughly how slow is it?
 
 # %%
 import torch
@@ -235,7 +289,9 @@ res = measure(512, [16, 32, 64, 128, 256, 512], repeat=3, rounds=2)
 print(f"n = {res['n']}, float32, {res['threads']} thread(s)")
 print(f"torch.matmul (BLAS): {res['blas_gflops']:7.1f} GFLOP/s")
 for tile, s, gf, ratio in res["rows"]:
-    print(f"blocked tile {tile:3d}:  {gf:7.1f} GFLOP/s  ({ratio:5.2f} x BLAS, {s * 1e3:7.2f} ms)")
+    calls = -(-res["n"] // tile) ** 3
+    print(f"blocked tile {tile:3d}: {calls:6d} calls, {gf:7.1f} GFLOP/s ({ratio:5.2f} x BLAS), "
+          f"{s * 1e3:7.2f} ms = {s / calls * 1e6:7.1f} us per call")
 fig, ax = plt.subplots(figsize=(5, 3))
 ax.semilogx([r[0] for r in res["rows"]], [r[2] for r in res["rows"]], "o-", base=2, label="blocked (labkit)")
 ax.axhline(res["blas_gflops"], color="k", ls="--", label="torch.matmul (BLAS)")
@@ -252,10 +308,61 @@ if torch.cuda.is_available():
         s = median_time(lambda: Ag @ Bg, repeat=10, warmup=3)
         print(f"cuBLAS {dtype}: {2 * n**3 / s / 1e12:.1f} TFLOP/s")
 else:
-    print("No GPU here. On a GPU this cell times torch.matmul (cuBLAS) at n=8192 in fp32 and bf16 and "
-          "prints TFLOP/s; compare with the peak measured in Lab 01. Full table: benchmarks/matmul.py.")
+    print("No GPU here. On a GPU this cell times torch.matmul (cuBLAS) at n=8192 in fp32 and bf16")
+    print("and prints TFLOP/s; compare with the peak measured in Lab 01. Full table: benchmarks/matmul.py.")
 
 # %% [markdown]
+# ## 8. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** n = 1024, float32, cache tiling with b1 = 64. How many bytes cross DRAM → L1 for A
+# and B, against the untiled 2n³ elements?
+#
+# <details><summary>Answer</summary>
+#
+# n² + n³/b1 = 1,048,576 + 16,777,216 = 17,825,792 elements = **71.3 MB**, against 2n³ = 2.15·10⁹
+# elements = 8.6 GB: 120× less.
+#
+# </details>
+#
+# **Problem 2.** The L1 holds 32 KiB and must keep the A row block (b1 × K) and a B column block
+# (K × b2) of float32 with K = 256. What is the largest b1 with b2 = 8?
+#
+# <details><summary>Answer</summary>
+#
+# 4·256·(b1 + 8) ≤ 32768 ⇔ b1 + 8 ≤ 32 ⇔ **b1 = 24**.
+#
+# </details>
+#
+# **Problem 3.** A register tile of v1 = 8 by v2 = 4 on n = 512: the L1 → register traffic of A and
+# of B? Which would you enlarge to cut A's traffic?
+#
+# <details><summary>Answer</summary>
+#
+# A: n³/v2 = 2²⁷/4 = **33.6 M** elements; B: n³/v1 = **16.8 M**. A's traffic falls with **v2** (more
+# columns of C per loaded row of A).
+#
+# </details>
+#
+# **Problem 4.** v3 with N = 4096, L = 128, V = 8: global and shared reads, in elements?
+#
+# <details><summary>Answer</summary>
+#
+# Global 2N³/L = 2·2³⁶/128 = **1.07·10⁹**; shared 2N³/V = **1.72·10¹⁰** — 16× more shared than
+# global reads, which is the point: shared memory is ~10× faster and sits next to the cores.
+#
+# </details>
+#
+# ## Further reading
+#
+# * K. Goto, R. van de Geijn, *Anatomy of High-Performance Matrix Multiplication*, ACM TOMS 34(3), 2008.
+# * NVIDIA, *CUTLASS* documentation — the hierarchy of tiles (thread block, warp, thread) of GPU GEMMs:
+#   <https://github.com/NVIDIA/cutlass>.
+# * S. Boehm, *How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a Worklog* (2022).
+# * M. S. Lam, E. E. Rothberg, M. E. Wolf, *The Cache Performance and Optimizations of Blocked
+#   Algorithms*, ASPLOS 1991.
+#
 # ## Summary
 #
 # - Untiled matmul loads `2n³` elements; **cache tiling** brings DRAM traffic to `n² + n³/b1`
@@ -263,9 +370,11 @@ else:
 #   (v1, v2 = rows, columns of the register tile; v3 is free). When tiles do not divide, replace
 #   `n/b` by `cdiv(n, b)` — every count above was checked against the closed form.
 # - GPU v1 → v3 walk the same path: `2N³` → `N³/V + N³` → `2N³/V` (register reuse) → `2N³/L`
-#   global plus `2N³/V` shared (shared-memory reuse). The seed's v3 reads `b` from `sA`; it must be `sB`.
-# - In real time, a blocked loop over BLAS calls only approaches the library once tiles are large:
-#   the vendor kernel already does all of this tiling internally.
+#   global plus `2N³/V` shared (shared-memory reuse). A v3 that reads `b` from `sA` moves the same
+#   bytes and computes the wrong C: traffic models need correctness checks next to them.
+# - A blocked loop of BLAS calls measures call overhead, not cache reuse: the vendor kernel already
+#   tiles internally.
 #
-# **Exercises** (`exercises/lab03_matmul.py`): `cache_tiled`, `register_tiled` and `tiled` — write
-# the counted loops. Grade with `python -m labkit.grade --lab 03` (or `make grade LAB=03`).
+# **Exercises** (`exercises/lab03_matmul.py`): `cache_tiled`, `register_tiled` and `tiled` — each has
+# a "check your work" cell above. Grade all three with `python -m labkit.grade --lab 03` (or
+# `make grade LAB=03`).
