@@ -365,17 +365,13 @@ def test_grouped_order_wave_footprint():
 
 
 @needs_interp
-def test_record_refuses_nesting_and_compiled_mode(monkeypatch):
+def test_record_refuses_nesting_and_bad_options():
     with record():
         with pytest.raises(RuntimeError, match="nested"):
             with record():
                 pass
     with pytest.raises(ValueError, match="on_oob"):
         with record(on_oob="ignore"):
-            pass
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    with pytest.raises(RuntimeError, match="interpreter"):
-        with record():
             pass
 
 
@@ -523,3 +519,90 @@ def test_layernorm_degenerate_shapes_one_line():
     _raises_one_line(TypeError, "layernorm: eps must be a real number, got bool", layernorm, x, w, w, eps=True)
     torch.testing.assert_close(layernorm(rnd(5), rnd(5, seed=1), rnd(5, seed=2)),        # 1-d x: one row
                                layernorm_reference(rnd(5), rnd(5, seed=1), rnd(5, seed=2)), rtol=1e-5, atol=1e-5)
+
+
+def test_recorder_interprets_compiled_kernels_on_a_gpu_box(tmp_path):
+    """With TRITON_INTERPRET=0 the kernels are compiled JITFunctions (as on a GPU box): record()
+    still records them, by running them through the interpreter on CPU tensors; outside the
+    block the wrappers ask for CUDA tensors again (timing cells use compiled kernels)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "gpu_box.py"
+    script.write_text(
+        "import os\n"
+        "os.environ['TRITON_INTERPRET'] = '0'\n"
+        "import torch, triton\n"
+        "from labkit.kernels import add, softmax, record\n"
+        "from labkit.kernels.add import add_kernel\n"
+        "from labkit.kernels.checks import interpreting\n"
+        "assert type(add_kernel) is triton.runtime.jit.JITFunction and not interpreting()\n"
+        "x, y = torch.randn(37), torch.randn(37)\n"
+        "with record() as rec:\n"
+        "    out = add(x, y, block_size=16)\n"
+        "assert torch.equal(out, x + y) and rec.launches[0].grid == (3, 1, 1)\n"
+        "assert rec.n_masked('store', 'out_ptr') == 3 * 16 - 37\n"
+        "with record() as rec:\n"
+        "    s = softmax(torch.randn(3, 50), block_size=16)\n"
+        "assert len(rec.launches) == 1 and rec.launches[0].grid == (3, 1, 1)\n"
+        "assert not interpreting() and os.environ['TRITON_INTERPRET'] == '0'\n"
+        "try:\n"
+        "    add(x, y)\n"
+        "except ValueError as e:\n"
+        "    assert 'expected a cuda tensor' in str(e)\n"
+        "else:\n"
+        "    raise AssertionError('compiled kernels took CPU tensors outside record()')\n"
+        "print('ok')\n")
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "HOME": str(tmp_path)})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_unfused_softmax_makes_eight_passes_fused_two():
+    from labkit.roofline.measure import count_passes
+
+    def unfused(x):
+        m = x.max(dim=1, keepdim=True).values
+        e = (x - m).exp()
+        return e / e.sum(dim=1, keepdim=True)
+
+    x = torch.randn(64, 50)
+    got = count_passes(unfused, x, numel=x.numel())
+    assert (got["reads"], got["writes"]) == (5, 3)
+    assert [op.split(".")[0] for op, _, _ in got["ops"]] == ["max", "sub", "exp", "sum", "div"]
+    fused = count_passes(lambda t: torch.softmax(t, 1), x, numel=x.numel())
+    assert (fused["reads"], fused["writes"]) == (1, 1)
+    with record() as rec:
+        softmax(x, block_size=64)
+    assert sum(a.offsets.size for a in rec.accesses) == 2 * x.numel()   # the Triton kernel: 2 passes
+
+
+def test_lab04_pictures(monkeypatch):
+    import IPython.display
+
+    import exercises.lab04_triton as stubs
+    import solutions.lab04_triton as answers
+    from labkit.kernels import lab
+
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: None)
+    want_masked = {"add_kernel": 3 * 16 - 37, "softmax_kernel": 3 * (64 - 50), "layernorm_kernel": 4 * (64 - 50)}
+    for name in lab.DRAWN:
+        got = lab.picture(name)(getattr(answers, name))
+        assert got["close"] and got["out_of_bounds"] == 0, name
+        if name in want_masked:
+            assert got["masked_stores"] == want_masked[name], name
+        with pytest.raises(NotImplementedError):
+            lab.check(name, getattr(stubs, name))
+
+
+def test_lab04_worked_problems():
+    import math
+
+    assert math.ceil(10 ** 6 / 1024) == 977 and 977 * 1024 - 10 ** 6 == 448
+    assert round(2 * 4096 ** 2 * 4 / 3.35e12 * 1e6) == 40 and round(8 * 4096 ** 2 * 4 / 3.35e12 * 1e6) == 160
+    from labkit.kernels.matmul import tiled_traffic_elements
+    assert tiled_traffic_elements(4096, 4096, 4096, 128, 128)["total"] == 2 * 4096 ** 3 // 128 + 4096 ** 2
+    assert round(tiled_traffic_elements(4096, 4096, 4096, 64, 64)["total"] / 1e9, 2) == 2.16
+    assert 8192 ** 2 * 2 == 134217728 and 2 * 8192 * 4 == 64 * 1024

@@ -66,3 +66,28 @@ def test_frame_marks_out_of_bounds():
     assert (m.ravel()[10:16] == V.OOB).all() and (m.ravel()[8:10] == V.THIS).all()
     html = __import__("labkit.viz.player", fromlist=["as_html"]).as_html(V.kernel_frame(rec, 1, "out_ptr", ("x_ptr",), width=8))
     assert html.startswith("<img")
+
+
+def test_frames_fit_an_output_and_labels_never_overlap():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from labkit.kernels import attention, softmax
+
+    q = torch.randn(1, 2, 40, 16)
+    with record() as ra:
+        attention(q, q, q, block_m=16, block_n=16)
+    fig = V.kernel_frame(ra, 0, "o_ptr", ("q_ptr", "k_ptr", "v_ptr"))       # 4 panels
+    assert fig.get_size_inches()[0] * 90 <= 940                              # the players' dpi
+    plt.close(fig)
+    with record() as rs:
+        softmax(torch.randn(3, 50), block_size=16)
+    wide = V.kernel_frame(rs, 0, "out_ptr", ("x_ptr",))                      # 50 cells per row
+    assert not wide.axes[0].texts                                            # too small to label
+    plt.close(wide)
+    with record() as r8:
+        add(torch.ones(21), torch.ones(21), block_size=8)
+    small = V.kernel_frame(r8, 0, "out_ptr", ("x_ptr",), width=8)            # 8 cells per row
+    assert len(small.axes[0].texts) == 21 and min(t.get_fontsize() for t in small.axes[0].texts) >= 4.9
+    plt.close(small)

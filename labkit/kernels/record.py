@@ -20,6 +20,12 @@ Each lane is classified as
 Offsets are element offsets from the tensor's ``data_ptr`` (for a contiguous
 tensor, the flat index). Only kernel launches made inside the block are seen.
 
+On a GPU box (kernels compiled, no ``TRITON_INTERPRET``) ``record()`` still works:
+inside the block every ``@triton.jit`` kernel runs through Triton's interpreter
+instead of being compiled, and the wrappers expect CPU tensors, as on a CPU
+machine. Keep such inputs small; outside the block the kernels compile as usual,
+which is what timing cells need.
+
 Attribution: pointer arguments are tagged when a launch starts, and the tag
 is carried through the builder's ``create_*`` operations (splat, broadcast,
 addptr, ...), so each load/store knows which argument its pointers came from;
@@ -34,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import os
 from typing import Iterator
 
 import numpy as np
@@ -206,15 +213,53 @@ def record(on_oob: str = "record") -> Iterator[AccessRecorder]:
 
     ``on_oob="record"`` keeps going and drops out-of-bounds lanes (so learners'
     buggy kernels cannot corrupt memory); ``"raise"`` stops at the first one.
-    Needs ``TRITON_INTERPRET=1`` (set by ``import labkit`` on GPU-less machines).
+    Where kernels are compiled (a GPU box) they are interpreted inside the block,
+    on CPU tensors (see the module docstring).
     """
     from labkit.kernels.checks import interpreting
 
-    if not interpreting():
-        raise RuntimeError("record(): the access recorder needs Triton's interpreter (TRITON_INTERPRET=1); "
-                           "compiled GPU kernels cannot be observed this way")
     if _ACTIVE:
         raise RuntimeError("record(): already recording; nested recorders are not supported")
+    with (contextlib.nullcontext() if interpreting() else _interpreted_kernels()):
+        with _recording(on_oob) as rec:
+            yield rec
+
+
+@contextlib.contextmanager
+def _interpreted_kernels() -> Iterator[None]:
+    """Run every compiled ``@triton.jit`` function through Triton's interpreter inside the block.
+
+    Launches (``kernel[grid](...)``) and calls of jit helpers from inside a kernel both go to an
+    ``InterpretedFunction`` of the same Python function; ``TRITON_INTERPRET=1`` is set meanwhile
+    so that the wrappers' device checks expect CPU tensors.
+    """
+    from triton.runtime import interpreter as I
+    from triton.runtime.jit import JITFunction
+
+    twins: dict[int, object] = {}
+
+    def twin(jf):
+        if id(jf) not in twins:
+            twins[id(jf)] = I.InterpretedFunction(jf.fn)
+        return twins[id(jf)]
+
+    orig_run, orig_call = JITFunction.run, JITFunction.__call__
+    old_env = os.environ.get("TRITON_INTERPRET")
+    JITFunction.run = lambda self, *args, grid, warmup, **kw: twin(self).run(*args, grid=grid, warmup=warmup, **kw)
+    JITFunction.__call__ = lambda self, *args, **kw: twin(self)(*args, **kw)
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        JITFunction.run, JITFunction.__call__ = orig_run, orig_call
+        if old_env is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = old_env
+
+
+@contextlib.contextmanager
+def _recording(on_oob: str) -> Iterator[AccessRecorder]:
     from triton.runtime import interpreter as I
 
     rec = AccessRecorder(on_oob)

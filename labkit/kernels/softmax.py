@@ -2,8 +2,9 @@
 
 Fusion: the row is read from DRAM once (or twice when it spans several
 blocks), max, exp, sum and divide happen on chip, and the result is written
-once: about 2*M*N*element_size bytes, against ~5 reads/writes of the whole
-matrix for an unfused max / subtract / exp / sum / divide sequence.
+once: about 2*M*N*element_size bytes, against 8 passes over the whole matrix
+(5 reads, 3 writes) for the unfused max / subtract / exp / sum / divide chain
+(`labkit.roofline.measure.count_passes` counts them op by op; a test checks).
 
 Numerically stable: exp(x - max(row)), never exp(x) itself.
 - Row fits in one block (``BLOCK >= N``): load, reduce, store. One pass.

@@ -175,3 +175,32 @@ def linear_sweep(batches=(1, 2, 4, 8, 16, 32, 64, 256, 1024), d: int = 4096, dty
         out.append(measure(M.matmul(b, d, d, x.element_size()), lambda x=x, y=y: torch.mm(x, w, out=y),
                            repeat=repeat, min_time_s=0.005))
     return out
+
+
+def count_passes(fn: Callable[..., object], *args, numel: int) -> dict:
+    """Run ``fn(*args)`` eagerly and count, per ATen op, how many tensors of ``numel`` elements it
+    reads and writes: the "array passes" over memory of an unfused chain (each op a kernel).
+
+    Returns {"reads": int, "writes": int, "ops": [(op name, reads, writes), ...]}; smaller tensors
+    (per-row maxima and sums) are not counted. Uses a TorchDispatchMode, so views are not ops.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops = []
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args_=(), kwargs=None):
+            out = func(*args_, **(kwargs or {}))
+            if torch.Tag.view_copy not in func.tags and not func._schema.is_mutable and \
+                    func.__name__.split(".")[0] not in ("view", "expand", "t", "detach", "_unsafe_view"):
+                flat = [a for a in torch.utils._pytree.tree_leaves((args_, kwargs or {}))
+                        if isinstance(a, torch.Tensor) and a.numel() == numel]
+                outs = [o for o in torch.utils._pytree.tree_leaves(out)
+                        if isinstance(o, torch.Tensor) and o.numel() == numel]
+                if flat or outs:
+                    ops.append((func.__name__, len(flat), len(outs)))
+            return out
+
+    with Count():
+        fn(*args)
+    return {"reads": sum(r for _, r, _ in ops), "writes": sum(w for _, _, w in ops), "ops": ops}

@@ -82,6 +82,10 @@ def owner_map(rec, tensor: str, launch: int = 0, width: int | None = None) -> np
     return flat.reshape(rows, w)
 
 
+MAX_WIDTH_IN = 10.4       # figure width cap, inches (936 px at 90 dpi: fits a JupyterLab output)
+MIN_LABEL_CELL_PT = 9.0   # cells smaller than this (points) get no program-id labels
+
+
 def kernel_frame(rec, pid, out: str, inputs: tuple = (), launch: int = 0, width: int | None = None,
                  title: str | None = None):
     """Figure: output coloured by owning program (chosen program outlined), then each input's access map."""
@@ -93,7 +97,8 @@ def kernel_frame(rec, pid, out: str, inputs: tuple = (), launch: int = 0, width:
     ln = rec.launches[launch]
     pad = 1 if width is not None else 0
     panels = [out, *inputs]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 0.8, 3.0), squeeze=False)
+    fig_w = min(3.2 * len(panels) + 0.8, MAX_WIDTH_IN)   # <= ~940 px at the players' 90 dpi
+    fig, axes = plt.subplots(1, len(panels), figsize=(fig_w, 3.0), squeeze=False)
     axes = axes[0]
     own = owner_map(rec, out, launch, width)
     # output: program ids, with idle (-1) cells white
@@ -109,10 +114,12 @@ def kernel_frame(rec, pid, out: str, inputs: tuple = (), launch: int = 0, width:
     if rows_.size:  # outline the chosen program's cells (their bounding box)
         r0, r1, c0, c1 = rows_.min(), rows_.max(), cols_.min(), cols_.max()
         axes[0].add_patch(Rectangle((c0 - 0.5, r0 - 0.5), c1 - c0 + 1, r1 - r0 + 1, fill=False, lw=2, ec="black"))
-    if own.size <= 400:
+    cell_pt = min(fig_w / len(panels) * 72 / own.shape[1], 2.2 * 72 / own.shape[0])   # side of one cell
+    if cell_pt >= MIN_LABEL_CELL_PT:   # label program ids only where they fit without overlapping
+        size = min(7.0, 0.55 * cell_pt)
         for (r, c), o in np.ndenumerate(own):
             if o >= 0:
-                axes[0].text(c, r, str(o), ha="center", va="center", fontsize=6)
+                axes[0].text(c, r, str(o), ha="center", va="center", fontsize=size)
     axes[0].set_title(f"{out}: program id per element", fontsize=9)
     cm = ListedColormap(CODE_COLORS)
     for ax, name in zip(axes[1:], inputs):

@@ -15,32 +15,35 @@
 # **How this runs.** On a machine without a GPU, `import labkit` sets `TRITON_INTERPRET=1`: the very
 # same `@triton.jit` kernels run in Triton's interpreter on CPU tensors (numpy under the hood), one
 # program instance after another. That is slow, so problems here are small, but it lets us record
-# every memory access. On a GPU the kernels compile, and the timing cells at the end show real speeds.
+# every memory access. On a GPU box the kernels compile; the access recorder still runs them through
+# the interpreter, on small CPU tensors, inside its `with record():` block, and the timing cells at
+# the end use the compiled kernels on the GPU.
+#
+# Whenever you see **Predict first**, write your guess down before running the next cell.
 
 # %%
-import inspect
-
 import numpy as np
 import torch
-
-import labkit
-from labkit.kernels import (add, attention, attention_reference, layernorm, layernorm_reference, matmul,
-                            record, softmax)
-from labkit.kernels import add_kernel
-from labkit.kernels.checks import interpreting
-from labkit.kernels.matmul import program_tile, tiled_traffic_elements
-from labkit.viz import kernels as V
-from labkit.viz.player import figure_to_html, player
 from IPython.display import HTML, display
 
-GPU = torch.cuda.is_available()
-DEV = "cuda" if GPU else "cpu"
-print("Triton interpreter mode:", interpreting())
+import labkit
+from labkit.grading.check import check_your_work
+from labkit.kernels import (add, attention, attention_reference, layernorm, layernorm_reference, matmul,
+                            record, softmax)
+from labkit.kernels import add_kernel, lab
+from labkit.kernels.checks import interpreting
+from labkit.kernels.matmul import program_tile, tiled_traffic_elements
+from labkit.show import show
+from labkit.viz import kernels as V
+from labkit.viz.player import figure_to_html, player
+
+GPU = torch.cuda.is_available() and not interpreting()   # compiled kernels, for the timing cells
+print("Triton interpreter mode:", interpreting(), "| compiled kernels on a GPU:", GPU)
 
 
 def rnd(*shape, seed=0, dtype=torch.float32):
-    """Seeded normal samples on the kernels' device."""
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype).to(DEV)
+    """Seeded normal samples on the CPU: recorded kernels run in the interpreter, on CPU tensors."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
 
 # %% [markdown]
 # ## 1. The programming model, from vector add
@@ -50,7 +53,7 @@ def rnd(*shape, seed=0, dtype=torch.float32):
 # of lanes, not a loop). Here program `p` owns elements `p*BLOCK … p*BLOCK+BLOCK-1`:
 
 # %%
-print(inspect.getsource(add_kernel.fn))
+show(add_kernel)
 
 # %% [markdown]
 # Three ideas in six lines:
@@ -64,6 +67,9 @@ print(inspect.getsource(add_kernel.fn))
 # The **access recorder** (`labkit.kernels.record`) hooks the interpreter's load and store and
 # notes, for every program, which elements each lane touched, which lanes the mask switched off,
 # and any lane that would have gone out of bounds.
+#
+# **Predict first:** n = 37, BLOCK = 16. How many programs, and how many lanes does the mask switch
+# off?
 
 # %%
 n, BLOCK = 37, 16
@@ -76,7 +82,7 @@ print(f"grid = ceil({n}/{BLOCK}) = {grid} programs; recorded grid {rec.launches[
 print(f"idle lanes: formula {grid}*{BLOCK} - {n} = {grid * BLOCK - n}; recorded masked store lanes = "
       f"{rec.n_masked('store', 'out_ptr')}; out-of-bounds accesses: {len(rec.out_of_bounds)}")
 print(rec.summary())
-print("program that wrote each element of out:", rec.owner("out_ptr").tolist())
+print("program that wrote each element of out:", "".join(map(str, rec.owner("out_ptr"))))
 
 # %% [markdown]
 # Pointer arithmetic, concretely: program 2's lanes hold the addresses `x_ptr + offs`, i.e.
@@ -90,10 +96,9 @@ print("program 2, masked lanes -> would-be elements", a2.masked_offsets.tolist()
 # %% [markdown]
 # The picture: left, the output coloured by the program that wrote it (rows of 16 = one block);
 # right, the chosen program's loads from `x` — dark blue — with the masked-off lanes past the end
-# in orange. Frame 0 is shown first; Play steps through the programs.
+# in orange. Play steps through the programs (run the cell first).
 
 # %%
-display(HTML(figure_to_html(V.kernel_frame(rec, 2, "out_ptr", ("x_ptr", "y_ptr"), width=BLOCK))))
 player(lambda i: V.kernel_frame(rec, i, "out_ptr", ("x_ptr", "y_ptr"), width=BLOCK), V.n_programs(rec),
        description="program")
 
@@ -131,15 +136,22 @@ def add_no_mask(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs))
 
 
-if interpreting():
-    with record() as bad:
-        add_no_mask[(grid,)](x, y, torch.empty_like(x), n, BLOCK=BLOCK)
-    for a in bad.out_of_bounds:
-        print(f"program {a.pid[0]} {a.kind}s {a.tensor} at element offsets {a.oob_offsets.min()}..{a.oob_offsets.max()}"
-              f" (the tensor has {n})")
-    display(HTML(figure_to_html(V.kernel_frame(bad, 2, "out_ptr", ("x_ptr",), width=BLOCK))))
-else:
-    print("(on a GPU the recorder is unavailable: it needs the interpreter)")
+with record() as bad:
+    add_no_mask[(grid,)](x, y, torch.empty_like(x), n, BLOCK=BLOCK)
+for a in bad.out_of_bounds:
+    print(f"program {a.pid[0]} {a.kind}s {a.tensor} at element offsets "
+          f"{a.oob_offsets.min()}..{a.oob_offsets.max()} (the tensor has {n})")
+display(HTML(figure_to_html(V.kernel_frame(bad, 2, "out_ptr", ("x_ptr",), width=BLOCK))))
+
+# %% [markdown]
+# ### Exercise: `add_kernel`
+#
+# Write the body of `add_kernel` in `exercises/lab04_triton.py`. The next cell launches *your* kernel
+# under the recorder on 37 elements with 16-lane blocks, compares the result with PyTorch, counts
+# out-of-bounds and masked lanes, draws the last program's accesses, then grades the exercise.
+
+# %%
+check_your_work("lab04_triton", "add_kernel", picture=lab.picture("add_kernel"))
 
 # %% [markdown]
 # ## 2. Why fusion wins: count the bytes
@@ -153,12 +165,35 @@ else:
 # - **Fused** (one kernel, row held on chip): read x once, write y once: `2·M·N·4` bytes.
 # - **Unfused** in PyTorch ops (`m = x.max(1)`; `z = x − m`; `e = z.exp()`; `s = e.sum(1)`; `y = e / s`):
 #   every op reads its inputs from memory and writes its result back: `x` read twice (max, subtract),
-#   `z` written and read, `e` written and read twice (sum, divide), `y` written: `8·M·N·4` bytes
-#   (ignoring the M-element row vectors).
+#   `z` written and read, `e` written and read twice (sum, divide), `y` written: **8 passes**,
+#   `8·M·N·4` bytes (ignoring the M-element row vectors).
 #
+# **Predict first:** how much faster should the fused kernel be on a memory-bound machine?
+#
+# Rather than trust that count, we count it: `count_passes` runs the unfused chain op by op and
+# tallies the full-size tensors each ATen op reads and writes.
+
+# %%
+from labkit.roofline.measure import count_passes
+
+
+def unfused(x):
+    m = x.max(dim=1, keepdim=True).values
+    e = (x - m).exp()
+    return e / e.sum(dim=1, keepdim=True)
+
+
+xc = rnd(6, 40)
+passes = count_passes(unfused, xc, numel=xc.numel())
+print("unfused:", ", ".join(f"{op.split('.')[0]} {r}r/{w}w" for op, r, w in passes["ops"]),
+      f"-> {passes['reads']} reads + {passes['writes']} writes = {passes['reads'] + passes['writes']} passes")
+fused = count_passes(lambda t: torch.softmax(t, 1), xc, numel=xc.numel())
+print(f"torch.softmax (one fused kernel): {fused['reads'] + fused['writes']} passes")
+
+# %% [markdown]
 # Both are far below any ridge point (I = 5/8 and 5/32 FLOP/byte), so fusion should be worth about
 # 8/2 = 4× in time. (Lab 01's cost model, `labkit.roofline.model.softmax`, uses the same counts.)
-# The recorder counts the fused kernel's bytes exactly:
+# The recorder counts our fused Triton kernel's bytes exactly:
 
 # %%
 M, N = 6, 40
@@ -181,18 +216,10 @@ print(f"intensity fused = 5*M*N / bytes = {5 * M * N / moved:.3f} FLOP/byte; unf
 from labkit.bench import median_time
 
 xb = torch.randn(2048, 2048)
-
-
-def unfused(x):
-    m = x.max(dim=1, keepdim=True).values
-    e = (x - m).exp()
-    return e / e.sum(dim=1, keepdim=True)
-
-
 torch.testing.assert_close(unfused(xb), torch.softmax(xb, 1))
 t_unf, t_fused = median_time(lambda: unfused(xb), repeat=5), median_time(lambda: torch.softmax(xb, 1), repeat=5)
-print(f"2048x2048 fp32 on CPU: unfused {t_unf * 1e3:.1f} ms, fused {t_fused * 1e3:.1f} ms, "
-      f"speedup {t_unf / t_fused:.1f}x (byte ratio 4x)")
+print(f"2048x2048 fp32 on CPU: unfused {t_unf * 1e3:.1f} ms, fused {t_fused * 1e3:.1f} ms")
+print(f"speedup {t_unf / t_fused:.1f}x (byte ratio 8/2 = 4x)")
 
 # %% [markdown]
 # ## 3. Fused softmax, for rows of any length
@@ -204,7 +231,12 @@ print(f"2048x2048 fp32 on CPU: unfused {t_unf * 1e3:.1f} ms, fused {t_fused * 1e
 # Longer rows are walked in blocks. Pass 1 keeps a running max `m` and a running sum `s` of
 # `exp(x − m)`; when a block raises the max from `m` to `m'`, the old sum is rescaled by
 # `exp(m − m')`. Pass 2 writes `exp(x − m) / s`. That costs one extra read of the row: 3·M·N
-# elements instead of 2·M·N. The recorder confirms both counts, and the two paths agree.
+# elements instead of 2·M·N. The recorder confirms both counts, and the two paths agree. The kernel:
+
+# %%
+from labkit.kernels.softmax import softmax_kernel
+
+show(softmax_kernel)
 
 # %%
 x2 = rnd(3, 50) * 4
@@ -239,7 +271,6 @@ for t_ in trace:
 print("final m == row max:", trace[-1]["m"] == float(row0.astype(np.float64).max()),
       "| kernel output == exp(x - m)/s:",
       np.allclose(y2[0].cpu().numpy(), np.exp(row0.astype(np.float64) - trace[-1]["m"]) / trace[-1]["s"], rtol=1e-6))
-display(HTML(figure_to_html(V.online_softmax_frame(row0, trace, 0))))
 player(lambda i: V.online_softmax_frame(row0, trace, i), len(trace), description="block")
 
 # %% [markdown]
@@ -248,8 +279,15 @@ player(lambda i: V.online_softmax_frame(row0, trace, i), len(trace), description
 # on the next row, so they are not drawn.)
 
 # %%
-display(HTML(figure_to_html(V.kernel_frame(r2, 1, "out_ptr", ("x_ptr",)))))
 player(lambda i: V.kernel_frame(r2, i, "out_ptr", ("x_ptr",)), V.n_programs(r2), description="row")
+
+# %% [markdown]
+# ### Exercise: `softmax_kernel`
+#
+# The one-block version (`BLOCK ≥ n_cols`). The picture runs yours on 3 rows of 50 with 64 lanes.
+
+# %%
+check_your_work("lab04_triton", "softmax_kernel", picture=lab.picture("softmax_kernel"))
 
 # %% [markdown]
 # ## 4. Tiled matmul: a k-loop over tiles, and its traffic
@@ -266,6 +304,14 @@ player(lambda i: V.kernel_frame(r2, i, "out_ptr", ("x_ptr",)), V.n_programs(r2),
 # `n³/v2 + n³/v1 + n²`, with the Triton tile playing the register tile. Bigger tiles, less traffic.
 
 # %%
+from labkit.kernels.matmul import matmul_kernel
+
+show(matmul_kernel)
+
+# %% [markdown]
+# **Predict first:** 64×64×64 with 16×16 tiles: how many elements do all programs load and store?
+
+# %%
 for (Mm, Kk, Nn, bm, bn) in [(32, 32, 32, 16, 16), (64, 64, 64, 16, 16), (64, 64, 64, 32, 32), (37, 29, 45, 16, 32)]:
     a, b = rnd(Mm, Kk), rnd(Kk, Nn, seed=1)
     with record() as rm:
@@ -274,12 +320,16 @@ for (Mm, Kk, Nn, bm, bn) in [(32, 32, 32, 16, 16), (64, 64, 64, 16, 16), (64, 64
     f = tiled_traffic_elements(Mm, Kk, Nn, bm, bn)
     sq = f"; 2n^3/b+n^2 = {2 * Mm**3 // bm + Mm**2}" if Mm == Kk == Nn and bm == bn else ""
     ok = torch.allclose(c, a @ b, rtol=1e-5, atol=1e-5)   # fp32, differs from torch only in summation order
-    print(f"M,K,N={Mm},{Kk},{Nn} tiles {bm}x{bn}: recorded {got:6d} elements, formula {f['total']:6d}{sq}; "
-          f"matches torch: {ok}, out of bounds: {len(rm.out_of_bounds)}")
+    print(f"M,K,N={Mm},{Kk},{Nn} tiles {bm}x{bn}: recorded {got:6d} elements, formula {f['total']:6d}{sq}")
+    print(f"    matches torch: {ok}, out of bounds: {len(rm.out_of_bounds)}")
 
 # %% [markdown]
-# **Grouped program order.** Programs run in waves; tiles that run at the same time should share
-# A rows and B columns so those come from L2, not DRAM. Row-major order (`GROUP_M = 1`) walks along
+# **Grouped program order.** A GPU has far more programs to run than it can hold at once: it runs
+# them in **waves**, as many as its streaming multiprocessors fit (an H100 has 132 SMs), the next
+# wave starting as programs finish. All SMs share the **L2** cache (50 MB on an H100), which sits
+# between them and DRAM (HBM): data that one program of a wave brought in is read from L2, not DRAM,
+# by the others. So tiles that run at the same time should share A rows and B columns. Row-major
+# order (`GROUP_M = 1`) walks along
 # one row of tiles; grouped order walks down `GROUP_M` rows before moving right. For an 8×8 grid of
 # tiles and a wave of 8 programs, count the distinct A row-strips + B column-strips the wave reads
 # (fewest when the wave covers a square-ish block of tiles):
@@ -297,8 +347,44 @@ for g in (1, 2, 4, 8):
 # %%
 with record() as rmv:
     matmul(rnd(40, 18), rnd(18, 24, seed=1), config={"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2})
-display(HTML(figure_to_html(V.kernel_frame(rmv, 0, "c_ptr", ("a_ptr", "b_ptr")))))
 player(lambda i: V.kernel_frame(rmv, i, "c_ptr", ("a_ptr", "b_ptr")), V.n_programs(rmv), description="program")
+
+# %% [markdown]
+# ### Exercise: `matmul_kernel`
+#
+# The k-loop. The picture runs yours on (37×29)·(29×45) with 16×16×16 tiles — every edge uneven.
+
+# %%
+check_your_work("lab04_triton", "matmul_kernel", picture=lab.picture("matmul_kernel"))
+
+# %% [markdown]
+# ### Autotuning: `num_warps`, `num_stages` and `triton.autotune`
+#
+# Block sizes are not the only knobs. When a kernel compiles for a GPU, two launch options matter:
+#
+# * **`num_warps`** — how many warps (groups of 32 threads) run one program instance; a 128×128 tile
+#   wants more threads (8) than a 16×16 one (1–2).
+# * **`num_stages`** — how many iterations of a loop (our k-loop) the compiler keeps in flight with
+#   asynchronous copies, so the loads of step k+1 overlap the `tl.dot` of step k (software
+#   pipelining). More stages hide more memory latency and use more shared memory.
+#
+# The best values depend on the GPU and the problem size, so Triton can try several and keep the
+# fastest per shape: decorate the kernel with `@triton.autotune(configs=[...], key=["M", "N", "K"])`
+# above `@triton.jit`, each `triton.Config({...block sizes...}, num_warps=..., num_stages=...)` a
+# candidate; the first launch for each new (M, N, K) times them all. Our matmul takes its
+# configuration as an argument instead (`matmul(a, b, config={...})`), so the lab can choose it.
+# Under the interpreter these options are ignored — it runs one program at a time, with no warps
+# and no pipelining — which is why only a GPU (`make bench` there) can show their effect. A typical
+# candidate list:
+
+# %%
+import triton
+
+candidates = [triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=8, num_stages=3),
+              triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4),
+              triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=4, num_stages=3)]
+for c in candidates:
+    print(c.kwargs, f"num_warps={c.num_warps} num_stages={c.num_stages}")
 
 # %% [markdown]
 # ## 5. Layer norm
@@ -306,6 +392,11 @@ player(lambda i: V.kernel_frame(rmv, i, "c_ptr", ("a_ptr", "b_ptr")), V.n_progra
 # One program per row: pass 1 sums x for the mean, pass 2 sums `(x − mean)²` (masked lanes set to 0
 # first, or they would add `mean²` each), pass 3 writes `(x − mean)·rstd·w + b`. With a block shorter
 # than the row, x is read three times; the per-row `mean` and `rstd` are saved for a backward pass.
+
+# %%
+from labkit.kernels.layernorm import layernorm_kernel
+
+show(layernorm_kernel)
 
 # %%
 xl, wl, bl = rnd(4, 50) * 2 + 1, rnd(50, seed=1), rnd(50, seed=2)
@@ -331,6 +422,14 @@ print("dx, dw, db match autograd:", [torch.allclose(a_.grad, b_.grad, rtol=1e-5,
                                      for a_, b_ in ((xg_, xr_), (wg_, wr_), (bg_, br_))])
 
 # %% [markdown]
+# ### Exercise: `layernorm_kernel`
+#
+# The one-block forward (`BLOCK ≥ n_cols`), 4 rows of 50 with 64 lanes.
+
+# %%
+check_your_work("lab04_triton", "layernorm_kernel", picture=lab.picture("layernorm_kernel"))
+
+# %% [markdown]
 # ## 6. Fused attention (FlashAttention forward)
 #
 # `softmax(Q Kᵀ/√d) V` materialises an S×S score matrix if done op by op. The fused kernel keeps a
@@ -341,7 +440,16 @@ print("dx, dw, db match autograd:", [torch.allclose(a_.grad, b_.grad, rtol=1e-5,
 # causal masking, Q tile `i` only needs keys up to the end of its own rows. Op by op, the S×S scores
 # are written and read back, and so are the S×S probabilities: `4·S² + 4·S·D` elements. The fused
 # kernel's traffic grows like `2·S²·D/BLOCK_M`, so it wins once `BLOCK_M > D/2`, and always wins on
-# memory footprint (O(S·D) instead of O(S²)).
+# memory footprint (O(S·D) instead of O(S²)). The kernel:
+
+# %%
+from labkit.kernels.attention import attention_kernel
+
+show(attention_kernel)
+
+# %% [markdown]
+# **Predict first:** S = 40, D = 16, 16-row Q tiles, one batch and two heads. How many elements of K
+# and V does the non-causal kernel load?
 
 # %%
 B, H, S, D, BM = 1, 2, 40, 16, 16
@@ -355,8 +463,9 @@ for causal in (False, True):
     tiles = -(-S // BM)
     want = 2 * B * H * D * (sum(min(S, (i + 1) * BM) for i in range(tiles)) if causal else S * tiles)
     print(f"causal={causal!s:5}: matches SDPA: {torch.allclose(o, sdpa, rtol=1e-5, atol=1e-5)}; "
-          f"K+V elements loaded {kv} (formula {want}); all traffic {total} "
-          f"(formula {want + 2 * B * H * S * D}); op by op: {B * H * (4 * S * S + 4 * S * D)}")
+          f"K+V elements loaded {kv} (formula {want})")
+    print(f"    all traffic {total} (formula {want + 2 * B * H * S * D}); "
+          f"op by op: {B * H * (4 * S * S + 4 * S * D)}")
 
 # %% [markdown]
 # The last (causal) run, drawn: grid axis 0 is the Q tile, axis 1 the (batch, head); rows of the
@@ -364,7 +473,6 @@ for causal in (False, True):
 # tile 2 loads them all.
 
 # %%
-display(HTML(figure_to_html(V.kernel_frame(ra, 0, "o_ptr", ("q_ptr", "k_ptr", "v_ptr")))))
 player(lambda i: V.kernel_frame(ra, i, "o_ptr", ("q_ptr", "k_ptr", "v_ptr")), V.n_programs(ra), description="program")
 
 # %% [markdown]
@@ -372,8 +480,8 @@ player(lambda i: V.kernel_frame(ra, i, "o_ptr", ("q_ptr", "k_ptr", "v_ptr")), V.
 #
 # `benchmarks/kernels.py` measures softmax (GB/s vs `torch.softmax`), matmul (TFLOP/s vs cuBLAS,
 # fp16 and bf16) and attention (vs `F.scaled_dot_product_attention`), as ratios and as % of the
-# device's peak, and writes `benchmarks/results/kernels.md`. This cell runs a short version when a
-# GPU is present.
+# device's peak; run `make bench` on a GPU to produce its table. This cell runs a short version
+# when a GPU is present (compiled kernels, CUDA tensors — outside any `record()` block).
 
 # %% tags=["nbval-ignore-output"]
 if GPU:
@@ -386,13 +494,65 @@ if GPU:
               f"{2 * xg.numel() * 4 / t_t / 1e6:.0f} GB/s, ratio {t_t / t_o:.2f}")
     ag = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     t_o, t_t = do_bench(lambda: matmul(ag, ag), quantiles=[0.5]), do_bench(lambda: ag @ ag, quantiles=[0.5])
-    print(f"matmul 4096^3 bf16: ours {2 * 4096**3 / t_o / 1e9:.0f} TFLOP/s, cuBLAS {2 * 4096**3 / t_t / 1e9:.0f}, "
-          f"ratio {t_t / t_o:.2f}")
+    print(f"matmul 4096^3 bf16: ours {2 * 4096**3 / t_o / 1e9:.0f} TFLOP/s, "
+          f"cuBLAS {2 * 4096**3 / t_t / 1e9:.0f}, ratio {t_t / t_o:.2f}")
 else:
-    print("No GPU here: this cell would print softmax GB/s and matmul TFLOP/s next to torch's, "
-          "measured with triton.testing.do_bench. Run `python benchmarks/kernels.py` on a GPU.")
+    print("No compiled kernels here: on a GPU this cell prints softmax GB/s and matmul TFLOP/s next")
+    print("to torch's, measured with triton.testing.do_bench. Run `make bench` on a GPU.")
 
 # %% [markdown]
+# ## 8. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** A vector add over n = 1,000,000 float32 with BLOCK = 1024: how many programs, how
+# many masked lanes, and how many bytes move?
+#
+# <details><summary>Answer</summary>
+#
+# ceil(10⁶/1024) = **977** programs; 977·1024 − 10⁶ = **448** masked lanes; 3·10⁶·4 = **12 MB**.
+#
+# </details>
+#
+# **Problem 2.** Softmax of a 4096×4096 fp32 matrix on a GPU with 3.35 TB/s: best-case time fused
+# and unfused?
+#
+# <details><summary>Answer</summary>
+#
+# Fused: 2·4096²·4 B = 134 MB → **40 µs**. Unfused (8 passes): 537 MB → **160 µs**.
+#
+# </details>
+#
+# **Problem 3.** A 4096³ matmul with 128×128 tiles: elements moved, by the formula 2n³/b + n²?
+# With 64×64 tiles?
+#
+# <details><summary>Answer</summary>
+#
+# 2·4096³/128 + 4096² = **1.09·10⁹** elements; with 64×64, **2.16·10⁹** — halving the tile doubles
+# the traffic.
+#
+# </details>
+#
+# **Problem 4.** Attention with S = 8192, D = 128, fp16, one head: memory for the S×S score
+# matrix op by op, and for the fused kernel's extra state?
+#
+# <details><summary>Answer</summary>
+#
+# Scores: 8192²·2 B = **134 MB** per head (and as much again for the probabilities). Fused: a
+# running max and sum per row, 2·8192 fp32 = **64 KB**, besides Q, K, V and O themselves.
+#
+# </details>
+#
+# ## Further reading
+#
+# * P. Tillet, H. T. Kung, D. Cox, *Triton: an intermediate language and compiler for tiled neural
+#   network computations*, MAPL 2019.
+# * The Triton tutorials — vector add, fused softmax, matrix multiplication, layer norm, fused
+#   attention: <https://triton-lang.org/main/getting-started/tutorials/index.html>.
+# * M. Milakov, N. Gimelshein, *Online normalizer calculation for softmax*, 2018.
+# * T. Dao, D. Y. Fu, S. Ermon, A. Rudra, C. Ré, *FlashAttention: Fast and Memory-Efficient Exact
+#   Attention with IO-Awareness*, NeurIPS 2022.
+#
 # ## Summary
 #
 # - A Triton program works on a block of lanes; `program_id`, `tl.arange` and pointer arithmetic
@@ -404,6 +564,7 @@ else:
 # - FlashAttention is the online softmax applied to attention: no S×S matrix, K/V streamed per Q tile.
 #
 # **Exercises** (`exercises/lab04_triton.py`): write the bodies of `add_kernel`, `softmax_kernel`,
-# `matmul_kernel` (the k-loop) and `layernorm_kernel`. The wrappers are given. Grade with
+# `matmul_kernel` (the k-loop) and `layernorm_kernel` — each has a "check your work" cell above. The
+# wrappers are given. Grade all four with
 # `python -m labkit.grade --lab 04` (or `make grade LAB=04`): tests use sizes that are not block
 # multiples and fail any out-of-bounds access the recorder sees.
