@@ -63,7 +63,7 @@ def elementwise_add(n: int, dtype_bytes: int = 4) -> OpCost:
 
 
 def elementwise_chain(n: int, fused: bool, dtype_bytes: int = 4) -> OpCost:
-    """e = d + (a + b) * c on n elements (the seed's example), 3 FLOPs per element.
+    """e = d + (a + b) * c on n elements (the lab's fusion example), 3 FLOPs per element.
 
     Unfused (three kernels: add, mul, add) each kernel reads 2 and writes 1
     array: 9 arrays moved. Fused (one kernel) reads a, b, c, d and writes e:
