@@ -1,0 +1,210 @@
+"""A real parameter server on gloo ranks: rank 0 serves the parameters, ranks 1..W are workers.
+
+Each worker repeats: compute a gradient on its own mini-batch with the parameters it last
+received, *push* it to the server with its clock (iterations done) and the version of the
+parameters it used, and wait for the server's reply — fresh parameters and their version. The
+server applies gradients with SGD and decides *when* to reply, which is the consistency model:
+
+- ``"bsp"`` (bulk synchronous): the server sums the W gradients of clock c, applies their mean
+  once, and only then releases every worker into clock c + 1. Every gradient is fresh (staleness
+  0) and the run equals synchronous data parallelism with W·batch samples per step.
+- ``"asp"`` (asynchronous): each gradient is applied the moment it arrives and its worker gets
+  the new parameters at once. Fast workers never wait; their gradients may be stale — computed
+  on parameters several updates old.
+- ``"ssp"`` with bound ``s`` (stale synchronous): like ASP, but a worker that has finished clock
+  c is held back until the slowest worker has finished clock c − s. Staleness is bounded by
+  about ``s·W`` updates.
+
+*Staleness* of a gradient = updates applied between the version the worker read and the moment
+it is applied. Stragglers are injected as extra seconds of sleep per iteration on chosen workers.
+
+The model is least squares on synthetic data, w ∈ R^dim: loss(w) = mean((Xw − y)²)/2, so a
+gradient is Xᵀ(Xw − y)/n and the loss curve is exact and cheap; the point is the protocol.
+Messages are float64 tensors over ``dist.send``/``dist.recv``; the server counts the bytes on its
+links, which all W workers share (see `server_bytes_per_step`).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from labkit.checks import check_int, check_real
+
+MODES = ("bsp", "asp", "ssp")
+HEADER = 3          # [clock, version read, loss] before the gradient in a push
+TAG_PUSH, TAG_REPLY = 1, 2
+
+
+@dataclass(frozen=True)
+class PSConfig:
+    """One run: ``mode`` in MODES, ``staleness`` bound s (SSP only), ``steps`` iterations per
+    worker, ``dim`` parameters, ``batch`` samples per gradient, ``lr`` SGD step, ``stragglers``
+    {worker rank: extra seconds per iteration}, ``compute_s`` base seconds per iteration (a sleep
+    that stands in for a bigger model's compute), ``seed`` for the data."""
+
+    mode: str = "bsp"
+    staleness: int = 0
+    steps: int = 30
+    dim: int = 32
+    batch: int = 16
+    lr: float = 0.1
+    stragglers: dict = field(default_factory=dict)
+    compute_s: float = 0.002
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"PSConfig: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        check_int("PSConfig", "staleness", self.staleness, minimum=0)
+        for name in ("steps", "dim", "batch"):
+            check_int("PSConfig", name, getattr(self, name), minimum=1)
+        check_real("PSConfig", "lr", self.lr, positive=True)
+        check_real("PSConfig", "compute_s", self.compute_s)
+        for rank, extra in self.stragglers.items():
+            check_int("PSConfig", "straggler rank", rank, minimum=1)
+            check_real("PSConfig", f"stragglers[{rank}]", extra)
+
+
+@dataclass
+class PSResult:
+    """What the server saw: ``staleness`` of every applied gradient, ``loss`` after each update
+    (full-data loss, server side), ``wait_s`` per worker (seconds blocked waiting for replies),
+    ``seconds`` wall time, ``bytes_in``/``bytes_out`` on the server's links, ``updates`` applied,
+    ``final`` parameters."""
+
+    mode: str
+    staleness: list
+    loss: list
+    wait_s: dict
+    seconds: float
+    bytes_in: int
+    bytes_out: int
+    updates: int
+    final: torch.Tensor
+
+
+def make_data(cfg: PSConfig, workers: int):
+    """(X, y, w_true): ``workers`` shards of 64 samples each, X (workers·64, dim), float64."""
+    g = torch.Generator().manual_seed(cfg.seed)
+    w_true = torch.randn(cfg.dim, generator=g, dtype=torch.float64)
+    X = torch.randn(workers * 64, cfg.dim, generator=g, dtype=torch.float64)
+    y = X @ w_true + 0.01 * torch.randn(workers * 64, generator=g, dtype=torch.float64)
+    return X, y, w_true
+
+
+def loss_of(w: torch.Tensor, X: torch.Tensor, y: torch.Tensor) -> float:
+    """Least-squares loss mean((Xw − y)²)/2."""
+    return float(((X @ w - y) ** 2).mean() / 2)
+
+
+def server_bytes_per_step(workers: int, dim: int, itemsize: int = 8) -> int:
+    """Bytes through the server's links per clock (every worker pushes a gradient and pulls the
+    parameters): 2·W·dim·itemsize, plus the small headers — against 2(W−1)/W·dim·itemsize per rank
+    for a ring all-reduce, which no single link has to carry for everyone."""
+    return 2 * workers * dim * itemsize
+
+
+def run_rank(rank: int, world: int, cfg: PSConfig):
+    """Rank 0 runs the server and returns a PSResult; a worker returns its seconds spent waiting."""
+    if world < 2:
+        raise ValueError("parameter server: needs at least 2 ranks (rank 0 serves, the rest work)")
+    X, y, _ = make_data(cfg, world - 1)
+    if rank == 0:
+        return _serve(world - 1, cfg, X, y)
+    return _work(rank, world - 1, cfg, X, y)
+
+
+def _serve(workers: int, cfg: PSConfig, X, y) -> PSResult:
+    w = torch.zeros(cfg.dim, dtype=torch.float64)
+    version, t0 = 0, time.perf_counter()
+    done_clock = {k: 0 for k in range(1, workers + 1)}     # iterations each worker has finished
+    waiting: dict[int, int] = {}                            # worker -> clock it finished, reply held
+    pending_sum = torch.zeros(cfg.dim, dtype=torch.float64)
+    pending_n = 0
+    staleness, losses = [], [loss_of(w, X, y)]
+    bytes_in = bytes_out = 0
+    finished = 0
+    bound = math.inf if cfg.mode == "asp" else cfg.staleness
+
+    def reply(k):
+        nonlocal bytes_out
+        msg = torch.cat([torch.tensor([float(version)], dtype=torch.float64), w])
+        dist.send(msg, dst=k, tag=TAG_REPLY)
+        bytes_out += msg.numel() * 8
+
+    for k in range(1, workers + 1):                          # everyone starts from version 0
+        reply(k)
+    buf = torch.empty(HEADER + cfg.dim, dtype=torch.float64)
+    while finished < workers:
+        k = dist.recv(buf, tag=TAG_PUSH)
+        bytes_in += buf.numel() * 8
+        clock, read = int(buf[0]), int(buf[1])
+        grad = buf[HEADER:].clone()
+        done_clock[k] = clock
+        if cfg.mode == "bsp":
+            pending_sum += grad
+            pending_n += 1
+            staleness.append(version - read)
+            if pending_n == workers:                         # the clock is complete: one update
+                w -= cfg.lr * pending_sum / workers
+                version += 1
+                losses.append(loss_of(w, X, y))
+                pending_sum.zero_()
+                pending_n = 0
+        else:
+            staleness.append(version - read)
+            w -= cfg.lr * grad
+            version += 1
+            losses.append(loss_of(w, X, y))
+        if clock >= cfg.steps:
+            finished += 1
+        else:
+            waiting[k] = clock
+        slowest = min(done_clock.values())
+        for j, c in sorted(waiting.items()):
+            ready = (pending_n == 0 and c <= slowest) if cfg.mode == "bsp" else c - slowest <= bound
+            if ready:
+                reply(j)
+                del waiting[j]
+    return PSResult(cfg.mode, staleness, losses, {}, time.perf_counter() - t0, bytes_in, bytes_out,
+                    version, w)
+
+
+def _work(rank: int, workers: int, cfg: PSConfig, X, y) -> float:
+    shard = slice((rank - 1) * 64, rank * 64)
+    Xs, ys = X[shard], y[shard]
+    g = torch.Generator().manual_seed(cfg.seed * 1000 + rank)
+    msg = torch.empty(1 + cfg.dim, dtype=torch.float64)
+    dist.recv(msg, src=0, tag=TAG_REPLY)
+    waited = 0.0
+    for clock in range(1, cfg.steps + 1):
+        version, w = int(msg[0]), msg[1:].clone()
+        idx = torch.randint(64, (cfg.batch,), generator=g)
+        r = Xs[idx] @ w - ys[idx]
+        grad = Xs[idx].t() @ r / cfg.batch
+        time.sleep(cfg.compute_s + cfg.stragglers.get(rank, 0.0))
+        push = torch.cat([torch.tensor([float(clock), float(version), 0.0], dtype=torch.float64), grad])
+        dist.send(push, dst=0, tag=TAG_PUSH)
+        if clock < cfg.steps:
+            t0 = time.perf_counter()
+            dist.recv(msg, src=0, tag=TAG_REPLY)
+            waited += time.perf_counter() - t0
+    return waited
+
+
+def run(cfg: PSConfig, workers: int = 3, timeout: float = 120.0) -> PSResult:
+    """Launch the server and ``workers`` workers on gloo ranks; return the server's PSResult."""
+    from labkit.dist import launch
+
+    check_int("run", "workers", workers, minimum=1)
+    bad = [k for k in cfg.stragglers if k > workers]
+    if bad:
+        raise ValueError(f"run: straggler rank(s) {bad} do not exist; workers are ranks 1..{workers}")
+    out = launch(run_rank, workers + 1, cfg, backend="gloo", timeout=timeout)
+    result = out[0]
+    result.wait_s = {k: out[k] for k in range(1, workers + 1)}
+    return result
