@@ -28,9 +28,9 @@ SHAPES = [(8, 8, 8), (7, 5, 9), (1, 6, 5), (6, 5, 1), (5, 1, 7), (1, 1, 1), (12,
 TILES = [(1, 1), (2, 3), (3, 2), (4, 4), (5, 7), (16, 16)]
 
 
-# ------------------------------------------------------------------ square, tiles divide n: lecture forms
+# ------------------------------------------------------------------ square, tiles divide n: the textbook forms
 @pytest.mark.parametrize("n,b1,b2", [(8, 2, 4), (8, 4, 2), (12, 3, 6), (12, 6, 4), (16, 16, 1), (6, 1, 6)])
-def test_cache_tiled_lecture_form(n, b1, b2):
+def test_cache_tiled_square_form(n, b1, b2):
     A, B = operands(n, n, n)
     C, t = T.cache_tiled(A, B, b1, b2)
     np.testing.assert_array_equal(C, A @ B)
@@ -38,7 +38,7 @@ def test_cache_tiled_lecture_form(n, b1, b2):
 
 
 @pytest.mark.parametrize("n,v1,v2,v3", [(8, 2, 4, 1), (8, 4, 2, 8), (12, 3, 6, 4), (12, 6, 4, 3), (6, 1, 1, 2)])
-def test_register_tiled_lecture_form(n, v1, v2, v3):
+def test_register_tiled_square_form(n, v1, v2, v3):
     A, B = operands(n, n, n)
     C, t = T.register_tiled(A, B, v1, v2, v3)
     np.testing.assert_array_equal(C, A @ B)
@@ -46,7 +46,7 @@ def test_register_tiled_lecture_form(n, v1, v2, v3):
     assert as_tuple(t) == (n ** 3 // v2, n ** 3 // v1, n * n)
 
 
-def test_naive_lecture_form():
+def test_naive_square_form():
     A, B = operands(6, 6, 6)
     C, t = T.naive(A, B)
     np.testing.assert_array_equal(C, A @ B)
@@ -54,11 +54,11 @@ def test_naive_lecture_form():
 
 
 @pytest.mark.parametrize("n,b1,b2,v1,v2", [(8, 4, 4, 2, 2), (12, 6, 4, 3, 2), (12, 4, 6, 1, 3)])
-def test_combined_lecture_form(n, b1, b2, v1, v2):
+def test_combined_square_form(n, b1, b2, v1, v2):
     A, B = operands(n, n, n)
     C, t = T.tiled(A, B, b1, b2, v1, v2)
     np.testing.assert_array_equal(C, A @ B)
-    assert as_tuple(t.dram) == (n * n, n ** 3 // b1, n * n)   # not n^2/b1 as in the seed's combined section
+    assert as_tuple(t.dram) == (n * n, n ** 3 // b1, n * n)   # n^3/b1, not the common slip n^2/b1
     assert as_tuple(t.l1) == (n ** 3 // v2, n ** 3 // v1, n * n)
 
 
@@ -238,6 +238,27 @@ def test_lab03_pictures_and_worked_problems(capsys, monkeypatch):
         return C, T.Traffic(t.a_reads, (A.shape[0] // b1) * B.size, t.c_writes)
 
     assert not all(lab.compare("cache_tiled", forgets_the_last_row_block).column("equal"))
+    # the picture draws the learner's counts and their wrong cells of C, for every exercise
+    for name in lab.CASES:
+        html = lab.first_case_html(name, getattr(answers, name))
+        assert "<th>yours</th>" in html and "0 wrong C cells" in html and "#de2d26" not in html
+
+    def one_wrong_cell(A, B, b1, b2):
+        C, t = answers.cache_tiled(A, B, b1, b2)
+        C[-1, -1] += 1
+        return C, None
+
+    html = lab.first_case_html("cache_tiled", one_wrong_cell)
+    assert html.count('fill="#de2d26"') == 1 and "1 wrong C cells" in html and "<td><b>?</b></td>" in html
+    f = T.cache_tiled_formula(7, 5, 8, 3, 3)
+    html = lab.first_case_html("cache_tiled", forgets_the_last_row_block)
+    assert f"<td>B reads</td><td>{f.b_reads}</td><td>{f.b_reads}</td><td><b>{2 * 5 * 8}</b></td>" in html
+
+    def wrong_shape(A, B, *tiles):
+        return np.zeros((1, 1)), T.TwoLevelTraffic(T.Traffic(), T.Traffic())
+
+    (M, K, N), tiles = lab.CASES["tiled"][0]
+    assert f"{M * N} wrong C cells" in lab.first_case_html("tiled", wrong_shape)
     # worked problems
     n = 1024
     assert T.cache_tiled_formula(n, n, n, 64, 64).a_reads + T.cache_tiled_formula(n, n, n, 64, 64).b_reads == 17825792
@@ -247,3 +268,20 @@ def test_lab03_pictures_and_worked_problems(capsys, monkeypatch):
     from labkit.matmul import gpu_model as G
     g = G.gpu_formula("v3", 4096, V=8, L=128, S=8)
     assert (g["global_reads"], g["shared_reads"]) == (2 * 4096 ** 3 // 128, 2 * 4096 ** 3 // 8)
+    N = 1024
+    reads = {k: G.gpu_formula(k, N, V=4)["global_reads"] for k in ("v1", "v1.5", "v2")}
+    assert reads == {"v1": 2147483648, "v1.5": 1342177280, "v2": 536870912}   # 2.15e9, 1.34e9, 5.37e8
+    assert (512 // 16) ** 3 == 32768 and abs(32768 * 5e-6 - 0.16) < 0.01      # the speed section's question
+
+
+def test_lab03_speed_table():
+    from labkit.matmul import lab
+
+    res = {"n": 100, "threads": 1, "blas_s": 0.002, "blas_gflops": 1.0,
+           "rows": [(16, 0.345, 0.5, 0.5), (100, 0.001, 2.0, 2.0)]}
+    t = lab.speed(res)
+    assert t.column("calls") == [7 ** 3, 1]                            # cdiv(100, 16)^3
+    assert t.column("us/call")[0] == pytest.approx(0.345 / 343 * 1e6)
+    assert t.column("extra us/call") == pytest.approx([(0.345 - 0.002) / 343 * 1e6, -1000.0])
+    assert t.column("x BLAS") == [0.5, 2.0]
+    assert all(len(line) <= 100 for line in str(t).splitlines())

@@ -65,7 +65,7 @@ def test_v3_reading_b_from_sA_has_same_traffic_but_wrong_result():
             np.testing.assert_array_equal(C_bad[r0:r0 + 4, c0:c0 + 4], A[r0:r0 + 4] @ A[r0:r0 + 4].T)
 
 
-def test_traffic_ordering_matches_lecture():
+def test_traffic_ordering_matches_formulas():
     N, V, L = 16, 4, 8
     A, B = ints(N, 8), ints(N, 9)
     reads = {k: G.simulate(k, A, B, V=V, L=L, S=4)[1].global_reads for k in G.KERNELS}

@@ -49,3 +49,24 @@ def test_bad_step_and_kind():
         render(n)
     with pytest.raises(ValueError, match="unknown loop"):
         T.trace("diagonal", 2, 2, 2)
+
+
+@pytest.mark.parametrize("kind,tiles", [("cache", {"b1": 3, "b2": 3}), ("register", {"v1": 2, "v2": 3, "v3": 2})])
+def test_learner_frame_shows_their_counts_and_wrong_cells(kind, tiles):
+    M, K, N = 5, 4, 6
+    _, n, formula = V.tiled_frames(kind, M, K, N, **tiles)
+    yours = T.Traffic(formula.a_reads, formula.b_reads + 1, formula.c_writes)
+    html = V.learner_html(kind, M, K, N, yours, [(0, 0), (4, 5)], **tiles)
+    f = fills(html)
+    assert len(f) == M * K + K * N + M * N
+    c = f[M * K + K * N:]                                   # C's cells, row by row
+    assert c[0] == c[-1] == V.COLORS["wrong"] and c.count(V.COLORS["wrong"]) == 2
+    assert f"step {n} / {n}" in html and "2 wrong C cells" in html
+    assert (f"<td>B reads</td><td>{formula.b_reads}</td><td>{formula.b_reads}</td>"
+            f"<td><b>{formula.b_reads + 1}</b></td>") in html
+    assert "<td>total</td>" in html and "<th>yours</th>" in html
+    # not a Traffic: question marks; the lab's own frames have no "yours" column
+    assert html.count("<td><b>?</b></td>") == 0
+    assert V.learner_html(kind, M, K, N, None, **tiles).count("<td><b>?</b></td>") == 4
+    render, _, _ = V.tiled_frames(kind, M, K, N, **tiles)
+    assert "yours" not in render(n - 1) and V.COLORS["wrong"] not in render(n - 1)

@@ -294,11 +294,13 @@ def register_tiles_per_dim(n: int, b: int, v: int) -> int:
 
 
 def tiled_formula(M: int, K: int, N: int, b1: int, b2: int, v1: int, v2: int) -> TwoLevelTraffic:
-    """Closed form of `tiled`: DRAM level as cache_tiled; L1 level A M*K*J(N,b2,v2), B J(M,b1,v1)*K*N."""
+    """Closed form of `tiled`: DRAM level as cache_tiled;
+    L1 level A M*K*J(N, b2, v2), B J(M, b1, v1)*K*N (J = register_tiles_per_dim)."""
     M, K, N = _dims(M, K, N)
     v1, v2 = check_tile("v1", v1), check_tile("v2", v2)
     dram = cache_tiled_formula(M, K, N, b1, b2)
-    l1 = Traffic(M * K * register_tiles_per_dim(N, b2, v2), register_tiles_per_dim(M, b1, v1) * K * N, M * N)
+    J = register_tiles_per_dim
+    l1 = Traffic(M * K * J(N, b2, v2), J(M, b1, v1) * K * N, M * N)
     return TwoLevelTraffic(dram, l1)
 
 

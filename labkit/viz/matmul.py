@@ -7,13 +7,18 @@ green; C tiles already finished pale green) and prints the running counters of
 step i next to the closed-form totals. `tiled_player` wires it to the course's
 Play + slider widget. The steps come from `labkit.matmul.traffic.trace`, i.e.
 from the counted loop itself.
+
+`learner_html(kind, M, K, N, yours, wrong, **tiles)` draws the loop's last step with a
+learner's counts in an extra "yours" column and the C cells their function got wrong in red
+(the "check your work" picture; `labkit.matmul.lab` computes what goes in).
 """
 from __future__ import annotations
 
 from labkit.matmul.traffic import Step, Traffic, cache_tiled_formula, register_tiled_formula, trace
 
 CELL = 16
-COLORS = {"A": "#6baed6", "B": "#fd8d3c", "C": "#74c476", "done": "#e5f5e0", "grid": "#bbbbbb"}
+COLORS = {"A": "#6baed6", "B": "#fd8d3c", "C": "#74c476", "done": "#e5f5e0", "grid": "#bbbbbb",
+          "wrong": "#de2d26"}
 
 
 def _rects(x0: int, y0: int, rows: int, cols: int, fill_of) -> list[str]:
@@ -30,10 +35,13 @@ def _inside(rc: tuple, r: int, c: int) -> bool:
     return r0 <= r < r1 and c0 <= c < c1
 
 
-def step_html(steps: list[Step], i: int, M: int, K: int, N: int, formula: Traffic, title: str = "") -> str:
+def step_html(steps: list[Step], i: int, M: int, K: int, N: int, formula: Traffic, title: str = "",
+              yours: Traffic | None = None, wrong=(), learner: bool = False) -> str:
     """HTML (inline SVG + a counter table) of step ``i`` of ``steps`` for an M x K by K x N matmul.
 
     ``formula`` holds the closed-form final counts, printed beside the running counts (elements).
+    ``learner=True`` adds a third column, ``yours``: a learner's final counts ("?" where ``yours``
+    is not a Traffic); ``wrong``: (row, col) cells of C drawn red.
     """
     if not 0 <= i < len(steps):
         raise ValueError(f"step {i} out of range: the loop has {len(steps)} steps (0..{len(steps) - 1})")
@@ -48,16 +56,22 @@ def step_html(steps: list[Step], i: int, M: int, K: int, N: int, formula: Traffi
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">']
     parts += _rects(ax, ay, M, K, lambda r, c: COLORS["A"] if _inside(s.a, r, c) else white)
     parts += _rects(bx, by, K, N, lambda r, c: COLORS["B"] if _inside(s.b, r, c) else white)
-    parts += _rects(cx, cy, M, N, lambda r, c: COLORS["C"] if _inside(s.c, r, c)
+    bad = set(map(tuple, wrong))
+    parts += _rects(cx, cy, M, N, lambda r, c: COLORS["wrong"] if (r, c) in bad
+                    else COLORS["C"] if _inside(s.c, r, c)
                     else (COLORS["done"] if any(_inside(d, r, c) for d in done) else white))
     parts.append("</svg>")
     t = s.traffic
     loaded = {"AB": "A tile and B tile", "B": "B tile (A block still resident)", "A": "A tile"}.get(s.loaded, "nothing")
-    rows = "".join(f"<tr><td>{name}</td><td>{now}</td><td>{final}</td></tr>" for name, now, final in (
-        ("A reads", t.a_reads, formula.a_reads), ("B reads", t.b_reads, formula.b_reads),
-        ("C writes", t.c_writes, formula.c_writes), ("total", t.total, formula.total)))
-    table = ("<table style='font-family:monospace'><tr><th></th><th>so far</th><th>formula (end)</th></tr>"
-             f"{rows}</table>")
+    y = yours if isinstance(yours, Traffic) else None
+    mine = [y.a_reads, y.b_reads, y.c_writes, y.total] if y else ["?"] * 4
+    lines = (("A reads", t.a_reads, formula.a_reads), ("B reads", t.b_reads, formula.b_reads),
+             ("C writes", t.c_writes, formula.c_writes), ("total", t.total, formula.total))
+    rows = "".join(f"<tr><td>{name}</td><td>{now}</td><td>{final}</td>"
+                   + (f"<td><b>{mine[k]}</b></td>" if learner else "") + "</tr>"
+                   for k, (name, now, final) in enumerate(lines))
+    table = ("<table style='font-family:monospace'><tr><th></th><th>so far</th><th>formula (end)</th>"
+             + ("<th>yours</th>" if learner else "") + f"</tr>{rows}</table>")
     head = f"<b>{title}</b><br>" if title else ""
     return (f"<div>{head}step {i + 1} / {len(steps)}: loaded {loaded}<br>"
             f"<div style='display:flex;gap:24px;align-items:flex-start'>{''.join(parts)}{table}</div></div>")
@@ -78,6 +92,20 @@ def tiled_frames(kind: str, M: int, K: int, N: int, **tiles):
         return step_html(steps, i, M, K, N, formula, title)
 
     return render, len(steps), formula
+
+
+def learner_html(kind: str, M: int, K: int, N: int, yours: Traffic | None, wrong=(), **tiles) -> str:
+    """The last step of the "cache" or "register" loop, with a learner's counts and wrong C cells.
+
+    ``yours``: the Traffic their function returned (None if it returned something else);
+    ``wrong``: the (row, col) cells of their C that differ from A @ B (drawn red).
+    """
+    steps = trace(kind, M, K, N, **tiles)
+    _, n, formula = tiled_frames(kind, M, K, N, **tiles)
+    level = {"cache": "DRAM -> L1", "register": "L1 -> registers"}[kind]
+    title = (f"your loop on {M}x{K}x{N}, " + ", ".join(f"{k}={v}" for k, v in tiles.items())
+             + f" ({level} counts): {len(set(map(tuple, wrong)))} wrong C cells (red)")
+    return step_html(steps, n - 1, M, K, N, formula, title, yours=yours, wrong=wrong, learner=True)
 
 
 def tiled_player(kind: str, M: int, K: int, N: int, interval_ms: int = 700, **tiles):

@@ -43,7 +43,13 @@ def row(*cells, w=6, wide=()):
 # Computing `C[i, j]` needs row i of A and column j of B. With no cache to keep them, every one
 # of the M·N outputs loads K elements of each: `M·N·K` of A and `M·N·K` of B, i.e. `2n³` for square
 # matrices, while the matmul only *needs* to read `2n²` distinct elements. Tiling is about closing
-# that gap through reuse.
+# that gap through reuse. The counted loop (every count in this lab comes from a loop like it):
+
+# %%
+show(T.naive)
+
+# %% [markdown]
+# **Predict first:** for n = 8, how many elements of A does the loop load?
 
 # %%
 for n in (4, 8, 12):
@@ -100,8 +106,9 @@ for b1 in (1, 2, 4, 8, 16, 32):
 # ### Exercise: `cache_tiled`
 #
 # Write the counted loop in `exercises/lab03_matmul.py`. The next cell runs yours on four cases
-# (three uneven), compares C and the counts with the closed form, shows the last step of this lab's
-# animation for the first case (its counters are what yours must reach), then grades the exercise.
+# (three uneven) and compares C and the counts with the closed form. It then draws the last step of
+# this lab's animation (section 5) for the first case with **your** counts in a "yours" column next
+# to the lab's, and the cells of C your function got wrong in red; then it grades the exercise.
 
 # %%
 check_your_work("lab03_matmul", "cache_tiled", picture=lab.picture("cache_tiled"))
@@ -152,7 +159,14 @@ check_your_work("lab03_matmul", "register_tiled", picture=lab.picture("register_
 # count below shows it is `n³/b1` (16³/8 = 512, not 16²/8 = 32), as in the cache-tiling section —
 # adding register tiles inside a cache block does not change what crosses DRAM. When a register
 # tile would straddle a cache block edge it is cut in two, so the general count is
-# `M·K·J(N, b2, v2)` and `J(M, b1, v1)·K·N` with `J(n, b, v) = (n // b)·cdiv(b, v) + cdiv(n % b, v)` register tiles along that dimension.
+# `M·K·J(N, b2, v2)` and `J(M, b1, v1)·K·N`, with J the number of register tiles along that
+# dimension:
+
+# %%
+show(T.register_tiles_per_dim, T.tiled_formula)
+
+# %% [markdown]
+# **Predict first:** 16×16×16 with b1 = 8: how many elements of B cross DRAM?
 
 # %%
 for (M, K, N, b1, b2, v1, v2) in [(16, 16, 16, 8, 8, 4, 2), (10, 7, 9, 5, 4, 2, 3)]:
@@ -168,6 +182,9 @@ for (M, K, N, b1, b2, v1, v2) in [(16, 16, 16, 8, 8, 4, 2), (10, 7, 9, 5, 4, 2, 
 
 # %% [markdown]
 # ### Exercise: `tiled`
+#
+# The picture below draws the DRAM level of your loop (it is the cache loop's); the table checks
+# both levels.
 
 # %%
 check_your_work("lab03_matmul", "tiled", picture=lab.picture("tiled"))
@@ -241,9 +258,11 @@ for k in G.KERNELS:
               f["shared_reads"] if k == "v3" else "-", bool((C == A @ B).all()), w=10, wide=(4,)))
 
 # %% [markdown]
-# **A bug you may meet in published versions of v3** loads the B operand from the wrong shared
-# array: `b[:] = sA[ki, threadIdx.x * V : ...]` — it must read `sB`. A traffic model cannot see this
-# bug (the same number of elements is read); only checking the result does:
+# ## 7. Common mistakes
+#
+# 1. **A version of v3 you may meet loads `b` from `sA`:** `b[:] = sA[ki, tx*V : tx*V+V]`. It must
+#    read `sB`. A traffic model cannot see this bug — the same number of elements is read from the
+#    same memory — only checking the result does:
 
 # %%
 C_slip, t_slip = G.simulate_v3(A, B, V, L, S, b_from_sA=True)
@@ -252,33 +271,59 @@ print("same traffic:", t_slip.counts() == t_ok.counts())
 print("C == A @ B with sB:", bool((C_ok == A @ B).all()), "| with sA:", bool((C_slip == A @ B).all()))
 
 # %% [markdown]
-# ## 7. Real speed: what a blocked loop in Python measures
+# 2. **"A wider shared-memory slab S cuts v3's global traffic."** A claim you will often meet; but
+#    every element of the block's L×N strip of A and N×L strip of B is fetched exactly once
+#    whatever S is. S sets the size of sA and sB (2·L·S elements) and the number of slab steps
+#    N/S, each with two `__syncthreads()` — not the bytes:
+
+# %%
+print(row("S", "slab steps", "global rd", "2N^3/L", "shared rd", "smem elems", w=10))
+for S_ in (1, 2, 4, 8, 16):
+    _, t = G.simulate_v3(A, B, V, L, S_)
+    assert t.global_reads == 2 * N**3 // L and t.shared_reads == 2 * N**3 // V
+    print(row(S_, N // S_, t.global_reads, 2 * N**3 // L, t.shared_reads, 2 * L * S_, w=10))
+
+# %% [markdown]
+# 3. **Writing the DRAM traffic of B in the combined scheme as `n²/b1`** — section 4 counted
+#    `n³/b1`: register tiles inside a cache block do not change what crosses DRAM.
+# 4. **"A blocked loop of library calls shows the cache reuse of tiling."** The next section
+#    measures what it does show.
+#
+# ## 8. Real speed: what a blocked loop in Python measures
 #
 # Counting elements is a model; time is what we pay. `labkit.matmul.blocked.blocked_matmul` computes
-# C one tile × tile block at a time, each block product being a call into BLAS, and we time it
-# against one `torch.matmul` call in the same run (single thread, fastest of interleaved rounds).
-#
-# Be clear about what this measures. Every block product is itself a BLAS kernel that already tiles
-# for the caches and the registers, so this experiment does **not** show the cache reuse of
-# sections 2–4. What it shows is the cost of *calls*: the blocked version makes cdiv(n, tile)³ of
-# them, each paying Python and dispatch overhead (microseconds) plus the small matmul's own time.
-# Small tiles are dominated by the call count; from a few hundred on, the blocked version is within
-# a few tens of percent of one call either way — sometimes faster, when the library happens to
-# handle the 256-blocks better than the whole matrix on this CPU. The real cache effects live
-# inside the library, and in Lab 04's Triton kernels.
-#
-# **Predict first:** how many calls does tile 16 make for n = 512, and roughly how slow is it?
+# C one tile × tile block at a time, each block product being one call into the BLAS library
+# (`addmm_`), and we time it against one `torch.matmul` call in the same run (single thread,
+# fastest of interleaved rounds):
 
 # %%
 import torch
 
 from labkit.matmul.blocked import blocked_matmul
 
+show(blocked_matmul)
 g = torch.Generator().manual_seed(0)
 X = torch.randint(-4, 5, (200, 150), generator=g).double()   # integer-valued: exact in any order
 Y = torch.randint(-4, 5, (150, 170), generator=g).double()
 for tile in (16, 64, 256):
-    print(f"tile {tile:3d}: blocked_matmul == torch.matmul exactly: {torch.equal(blocked_matmul(X, Y, tile), X @ Y)}")
+    same = torch.equal(blocked_matmul(X, Y, tile), X @ Y)
+    print(f"tile {tile:3d}: blocked_matmul == torch.matmul exactly: {same}")
+
+# %% [markdown]
+# What this measures, precisely: each of the cdiv(n, tile)³ block products is itself a BLAS kernel
+# that tiles for the caches and registers internally, so this is **not** the reuse of sections
+# 2–4. The blocked time is `calls × (cost of one call + its tile³ block product)`. The column
+# `extra us/call` = (blocked time − one-call time) / calls is what each call costs beyond doing
+# the same FLOPs in one call: for small tiles, where the block product is tiny, it is the price of
+# a call into the library from Python (interpreter, torch's dispatcher, argument checks) —
+# microseconds, millions of times a matmul's per-element work. For large tiles there are few calls
+# and the two times differ only by which kernel the library picks for each shape, and by the
+# noise of a shared machine — in either direction, so read your own numbers rather than
+# expecting "at best a match". The cache effects themselves are inside the library, and in Lab
+# 04's Triton kernels, where the tile sizes are ours.
+#
+# **Predict first:** how many calls does tile 16 make for n = 512? If each costs 5 µs, how long do
+# the calls alone take?
 
 # %% tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
@@ -286,17 +331,16 @@ import matplotlib.pyplot as plt
 from labkit.matmul.blocked import measure
 
 res = measure(512, [16, 32, 64, 128, 256, 512], repeat=3, rounds=2)
-print(f"n = {res['n']}, float32, {res['threads']} thread(s)")
-print(f"torch.matmul (BLAS): {res['blas_gflops']:7.1f} GFLOP/s")
-for tile, s, gf, ratio in res["rows"]:
-    calls = -(-res["n"] // tile) ** 3
-    print(f"blocked tile {tile:3d}: {calls:6d} calls, {gf:7.1f} GFLOP/s ({ratio:5.2f} x BLAS), "
-          f"{s * 1e3:7.2f} ms = {s / calls * 1e6:7.1f} us per call")
+print(lab.speed(res))
 fig, ax = plt.subplots(figsize=(5, 3))
-ax.semilogx([r[0] for r in res["rows"]], [r[2] for r in res["rows"]], "o-", base=2, label="blocked (labkit)")
-ax.axhline(res["blas_gflops"], color="k", ls="--", label="torch.matmul (BLAS)")
+ax.semilogx([r[0] for r in res["rows"]], [r[2] for r in res["rows"]], "o-", base=2, label="blocked")
+ax.axhline(res["blas_gflops"], color="k", ls="--", label="one torch.matmul (BLAS)")
 ax.set_xlabel("tile size"), ax.set_ylabel("GFLOP/s"), ax.legend()
 plt.show()
+
+# %% [markdown]
+# (Answer: (512/16)³ = 32,768 calls; at 5 µs each, 0.16 s — against a few milliseconds for the
+# whole matmul in one call on a modern core.)
 
 # %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
@@ -312,7 +356,7 @@ else:
     print("and prints TFLOP/s; compare with the peak measured in Lab 01. Full table: benchmarks/matmul.py.")
 
 # %% [markdown]
-# ## 8. Worked problems
+# ## 9. Worked problems
 #
 # Try each before opening the answer.
 #
@@ -354,6 +398,16 @@ else:
 #
 # </details>
 #
+# **Problem 5.** N = 1024, V = 4: global reads of v1, v1.5 and v2? Why does v1.5 help so little?
+#
+# <details><summary>Answer</summary>
+#
+# v1: 2N³ = **2.15·10⁹**; v1.5: N³/V + N³ = **1.34·10⁹**; v2: 2N³/V = **5.37·10⁸**. v1.5 reuses
+# only the rows of A (N³/V); it still loads a whole column of B for each output (N³). v2's outer
+# products reuse both operands V times.
+#
+# </details>
+#
 # ## Further reading
 #
 # * K. Goto, R. van de Geijn, *Anatomy of High-Performance Matrix Multiplication*, ACM TOMS 34(3), 2008.
@@ -372,8 +426,10 @@ else:
 # - GPU v1 → v3 walk the same path: `2N³` → `N³/V + N³` → `2N³/V` (register reuse) → `2N³/L`
 #   global plus `2N³/V` shared (shared-memory reuse). A v3 that reads `b` from `sA` moves the same
 #   bytes and computes the wrong C: traffic models need correctness checks next to them.
-# - A blocked loop of BLAS calls measures call overhead, not cache reuse: the vendor kernel already
-#   tiles internally.
+# - v3's slab width S appears in no count: it sets the shared-memory size (2·L·S elements) and the
+#   number of synchronised steps (N/S), not the bytes moved.
+# - A blocked loop of BLAS calls measures the cost of calls, not cache reuse: the library's kernel
+#   already tiles internally.
 #
 # **Exercises** (`exercises/lab03_matmul.py`): `cache_tiled`, `register_tiled` and `tiled` — each has
 # a "check your work" cell above. Grade all three with `python -m labkit.grade --lab 03` (or
