@@ -18,7 +18,7 @@ from labkit.viz import roofline as V
 def test_elementwise_costs_follow_the_stated_convention():
     add = M.elementwise_add(1000)
     assert (add.flops, add.bytes) == (1000, 12000)
-    assert add.intensity == 1 / 12  # the seed's "1/3" counts elements; float32 bytes give 1/12
+    assert add.intensity == 1 / 12  # "1/3" counts elements; float32 bytes give 1/12
     unf, fus = M.elementwise_chain(10, fused=False), M.elementwise_chain(10, fused=True)
     assert (unf.flops, unf.bytes) == (30, 360) and (fus.flops, fus.bytes) == (30, 200)
     assert unf.intensity == 3 / 36 and fus.intensity == 3 / 20
@@ -59,7 +59,7 @@ def test_mfu_hfu_and_the_checkpointing_ratio():
     h = M.hfu(n, tokens, secs, peak, recompute_forward=True)
     assert M.mfu(n, tokens, secs, peak) == pytest.approx(0.75 * h, rel=1e-15)
     assert M.hfu(n, tokens, secs, peak) == M.mfu(n, tokens, secs, peak)
-    # the seed's example: 1e12 FLOPs in 10 s on a 1e13 FLOP/s machine is 1 %
+    # the worked example: 1e12 FLOPs in 10 s on a 1e13 FLOP/s machine is 1 %
     assert M.utilization(1e12, 10, 1e13) == pytest.approx(0.01, rel=1e-12)
 
 
