@@ -10,11 +10,12 @@ read CPU tensors; when compiled they need CUDA tensors.
 """
 from __future__ import annotations
 
-import math
 import numbers
 import os
 
 import torch
+
+from labkit.checks import check_int, check_real  # noqa: F401  (re-exported for the wrappers)
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -76,19 +77,6 @@ def check_same(fn: str, **tensors) -> None:
             raise TypeError(f"{fn}: {n} has dtype {t.dtype} but {n0} has {t0.dtype}; use one dtype")
 
 
-def check_int(fn: str, name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """Return ``value`` as an int; TypeError unless it is an int (not bool, not float), ValueError
-    (one line, naming ``fn`` and ``name``) if it lies outside ``minimum``..``maximum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{fn}: {name} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value)
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        want = (f"in {minimum}..{maximum}" if minimum is not None and maximum is not None else
-                f">= {minimum}" if minimum is not None else f"<= {maximum}")
-        raise ValueError(f"{fn}: {name} must be an int {want}, got {value}")
-    return value
-
-
 def check_block(fn: str, name: str, value, *, minimum: int = 1, maximum: int = MAX_BLOCK) -> int:
     """Return a block/tile size as an int; it must be a power of two in ``minimum``..``maximum``.
 
@@ -102,14 +90,4 @@ def check_block(fn: str, name: str, value, *, minimum: int = 1, maximum: int = M
     value = int(value)
     if not (minimum <= value <= maximum) or value & (value - 1):
         raise ValueError(f"{fn}: {name} must be {want}, got {value}")
-    return value
-
-
-def check_real(fn: str, name: str, value, *, positive: bool = False) -> float:
-    """Return ``value`` as a float; it must be a finite real number (not bool), > 0 if ``positive``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{fn}: {name} must be a real number, got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise ValueError(f"{fn}: {name} must be a finite{' positive' if positive else ''} number, got {value!r}")
     return value
