@@ -606,3 +606,7 @@ def test_lab04_worked_problems():
     assert tiled_traffic_elements(4096, 4096, 4096, 128, 128)["total"] == 2 * 4096 ** 3 // 128 + 4096 ** 2
     assert round(tiled_traffic_elements(4096, 4096, 4096, 64, 64)["total"] / 1e9, 2) == 2.16
     assert 8192 ** 2 * 2 == 134217728 and 2 * 8192 * 4 == 64 * 1024
+    from labkit.kernels.softmax import online_softmax_trace
+    trace = online_softmax_trace([1.0, 0.0, 5.0, 2.0, 3.0, -1.0], 2)      # block maxima 1, 5, 3
+    assert [t["block_max"] for t in trace] == [1.0, 5.0, 3.0]
+    assert round(trace[1]["scale"], 3) == 0.018 and trace[2]["scale"] == 1.0 and trace[-1]["m"] == 5.0

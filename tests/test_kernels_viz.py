@@ -79,15 +79,32 @@ def test_frames_fit_an_output_and_labels_never_overlap():
     with record() as ra:
         attention(q, q, q, block_m=16, block_n=16)
     fig = V.kernel_frame(ra, 0, "o_ptr", ("q_ptr", "k_ptr", "v_ptr"))       # 4 panels
-    assert fig.get_size_inches()[0] * 90 <= 940                              # the players' dpi
+    w, h = fig.get_size_inches() * 90                                        # the players' dpi
+    assert w <= 940 and h <= 450
     plt.close(fig)
     with record() as rs:
         softmax(torch.randn(3, 50), block_size=16)
     wide = V.kernel_frame(rs, 0, "out_ptr", ("x_ptr",))                      # 50 cells per row
     assert not wide.axes[0].texts                                            # too small to label
+    for ax in wide.axes[:2]:      # a 3 x 50 tensor is drawn as a band 0.3 as high as wide, not a strip
+        bb = ax.get_window_extent()
+        assert bb.height / bb.width == pytest.approx(V.MIN_RATIO, rel=0.05)
     plt.close(wide)
     with record() as r8:
         add(torch.ones(21), torch.ones(21), block_size=8)
     small = V.kernel_frame(r8, 0, "out_ptr", ("x_ptr",), width=8)            # 8 cells per row
     assert len(small.axes[0].texts) == 21 and min(t.get_fontsize() for t in small.axes[0].texts) >= 4.9
     plt.close(small)
+
+
+def test_panel_ratio_and_label_size():
+    assert V.panel_ratio(3, 50) == V.MIN_RATIO and V.panel_ratio(80, 16) == V.MAX_RATIO
+    assert V.panel_ratio(18, 24) == 0.75
+    # 16 cells across a 3.47-inch panel: 15.6 pt cells, labels at 7 pt; 50 across: 5 pt, none
+    assert V.label_size((3, 16), 3.47, V.panel_ratio(3, 16)) == 7.0
+    assert V.label_size((3, 50), 3.6, V.panel_ratio(3, 50)) is None
+    # labels never exceed 0.55 of a cell's side, so neighbouring numbers cannot overlap
+    for rows, cols in [(3, 8), (3, 16), (4, 32), (40, 24), (12, 12)]:
+        size = V.label_size((rows, cols), 3.47, V.panel_ratio(rows, cols))
+        cell = min(3.47 * 72 / cols, 3.47 * V.panel_ratio(rows, cols) * 72 / rows)
+        assert size is None and cell < V.MIN_LABEL_CELL_PT or size <= 0.55 * cell

@@ -27,7 +27,8 @@ from labkit.kernels.checks import DOT_MAX, DOT_MIN, check_block, check_real, che
 
 @triton.jit
 def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_q, seq_k, head_dim, scale,
-                     stride_qh, stride_qm, stride_kh, stride_kn, stride_vh, stride_vn, stride_oh, stride_om,
+                     stride_qh, stride_qm, stride_kh, stride_kn,
+                     stride_vh, stride_vn, stride_oh, stride_om,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                      CAUSAL: tl.constexpr, DOT_FP32: tl.constexpr = False):
     pid_m = tl.program_id(0)
@@ -38,7 +39,7 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_q, seq_k, head_dim, scale,
     d_ok = offs_d[None, :] < head_dim
     q = tl.load(q_ptr + bh * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :],
                 mask=(offs_m[:, None] < seq_q) & d_ok, other=0.0)
-    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)   # finite start: exp(m_old - m_new) never sees -inf - -inf
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)   # finite: exp(m_old - m_new) avoids -inf - -inf
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
     n_end = seq_k
@@ -49,7 +50,8 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_q, seq_k, head_dim, scale,
     for start_n in range(0, n_end, BLOCK_N):
         cols = start_n + offs_n
         kv_mask = (cols[:, None] < seq_k) & d_ok
-        k = tl.load(k_ptr + bh * stride_kh + cols[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
+        k = tl.load(k_ptr + bh * stride_kh + cols[:, None] * stride_kn + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
         if DOT_FP32:
             k = k.to(tl.float32)
         s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
@@ -61,7 +63,8 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_q, seq_k, head_dim, scale,
         alpha = tl.exp(m_i - m_new)
         p = tl.exp(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_ptr + bh * stride_vh + cols[:, None] * stride_vn + offs_d[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(v_ptr + bh * stride_vh + cols[:, None] * stride_vn + offs_d[None, :],
+                    mask=kv_mask, other=0.0)
         if DOT_FP32:  # round p to bf16 as the GPU path does, then multiply in fp32
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32),
                                                 input_precision="ieee")

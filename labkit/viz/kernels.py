@@ -12,6 +12,9 @@ each row is one program's block; the padding after the end shows masked lanes).
 Tensors with 2+ dimensions are drawn as (elements / last dim) x last dim; a
 masked lane past the end of a row lands on the next row's cell there, so only
 lanes masked past the end of the whole tensor show up as masked.
+Legibility: each panel is drawn ``panel_ratio(rows, cols)`` as high as wide (a 3 x 50 tensor is a
+band, not a strip), the figure is no taller than its panels need and at most MAX_WIDTH_IN wide, and
+program ids are written into the output's cells only where ``label_size`` finds room (no overlap).
 """
 from __future__ import annotations
 
@@ -84,6 +87,22 @@ def owner_map(rec, tensor: str, launch: int = 0, width: int | None = None) -> np
 
 MAX_WIDTH_IN = 10.4       # figure width cap, inches (936 px at 90 dpi: fits a JupyterLab output)
 MIN_LABEL_CELL_PT = 9.0   # cells smaller than this (points) get no program-id labels
+MIN_RATIO, MAX_RATIO = 0.3, 1.0   # a panel's drawn height / width: wide tensors stay visible bands
+FRAME_EXTRA_IN = 1.1      # inches above and below the panels: title and legend
+
+
+def panel_ratio(rows: int, cols: int) -> float:
+    """Drawn height / width of a rows x cols panel: rows/cols, clipped to [MIN_RATIO, MAX_RATIO]
+    (a 3 x 50 softmax input is drawn 0.3 as high as wide, not as a 3-pixel strip)."""
+    return float(min(max(rows / cols, MIN_RATIO), MAX_RATIO))
+
+
+def label_size(shape: tuple, panel_w_in: float, ratio: float) -> float | None:
+    """Font size (points) for one program id per cell, or None when cells are too small to hold one
+    legibly (side < MIN_LABEL_CELL_PT points)."""
+    rows, cols = shape
+    cell_pt = min(panel_w_in * 72 / cols, panel_w_in * ratio * 72 / rows)
+    return None if cell_pt < MIN_LABEL_CELL_PT else min(7.0, 0.55 * cell_pt)
 
 
 def kernel_frame(rec, pid, out: str, inputs: tuple = (), launch: int = 0, width: int | None = None,
@@ -97,10 +116,14 @@ def kernel_frame(rec, pid, out: str, inputs: tuple = (), launch: int = 0, width:
     ln = rec.launches[launch]
     pad = 1 if width is not None else 0
     panels = [out, *inputs]
-    fig_w = min(3.2 * len(panels) + 0.8, MAX_WIDTH_IN)   # <= ~940 px at the players' 90 dpi
-    fig, axes = plt.subplots(1, len(panels), figsize=(fig_w, 3.0), squeeze=False)
-    axes = axes[0]
     own = owner_map(rec, out, launch, width)
+    maps = [access_map(rec, name, me, "load", launch, width, pad_rows=pad) for name in inputs]
+    fig_w = min(3.2 * len(panels) + 0.8, MAX_WIDTH_IN)   # <= ~940 px at the players' 90 dpi
+    panel_w = fig_w / len(panels)
+    ratios = [panel_ratio(*m.shape) for m in (own, *maps)]
+    fig_h = panel_w * max(ratios) + FRAME_EXTRA_IN            # panels + title + legend, no dead space
+    fig, axes = plt.subplots(1, len(panels), figsize=(fig_w, fig_h), squeeze=False)
+    axes = axes[0]
     # output: program ids, with idle (-1) cells white
     n = n_programs(rec, launch)
     cmap = plt.get_cmap("tab20", max(n, 1))
@@ -108,24 +131,21 @@ def kernel_frame(rec, pid, out: str, inputs: tuple = (), launch: int = 0, width:
     rgb[own >= 0] = np.array([cmap(int(o) % 20)[:3] for o in own[own >= 0]]) if (own >= 0).any() else rgb[own >= 0]
     lin = me[0] + ln.grid[0] * (me[1] + ln.grid[1] * me[2])
     rgb[(own >= 0) & (own != lin)] = 0.35 * rgb[(own >= 0) & (own != lin)] + 0.65  # fade the others
-    aspect = "auto" if own.shape[0] > 3 * own.shape[1] else "equal"   # tall thin tensors: fill the panel
-    axes[0].imshow(rgb, interpolation="nearest", aspect=aspect)
+    axes[0].imshow(rgb, interpolation="nearest", aspect=ratios[0] * own.shape[1] / own.shape[0])
     rows_, cols_ = np.nonzero(own == lin)
     if rows_.size:  # outline the chosen program's cells (their bounding box)
         r0, r1, c0, c1 = rows_.min(), rows_.max(), cols_.min(), cols_.max()
         axes[0].add_patch(Rectangle((c0 - 0.5, r0 - 0.5), c1 - c0 + 1, r1 - r0 + 1, fill=False, lw=2, ec="black"))
-    cell_pt = min(fig_w / len(panels) * 72 / own.shape[1], 2.2 * 72 / own.shape[0])   # side of one cell
-    if cell_pt >= MIN_LABEL_CELL_PT:   # label program ids only where they fit without overlapping
-        size = min(7.0, 0.55 * cell_pt)
+    if label_size(own.shape, panel_w, ratios[0]) is not None:   # ids only where they fit, never overlapping
+        size = label_size(own.shape, panel_w, ratios[0])
         for (r, c), o in np.ndenumerate(own):
             if o >= 0:
                 axes[0].text(c, r, str(o), ha="center", va="center", fontsize=size)
     axes[0].set_title(f"{out}: program id per element", fontsize=9)
     cm = ListedColormap(CODE_COLORS)
-    for ax, name in zip(axes[1:], inputs):
-        amap = access_map(rec, name, me, "load", launch, width, pad_rows=pad)
+    for ax, name, amap, ratio in zip(axes[1:], inputs, maps, ratios[1:]):
         ax.imshow(amap, cmap=cm, vmin=0, vmax=len(CODE_COLORS) - 1, interpolation="nearest",
-                  aspect="auto" if amap.shape[0] > 3 * amap.shape[1] else "equal")
+                  aspect=ratio * amap.shape[1] / amap.shape[0])
         ax.set_title(f"{name}: loads", fontsize=9)
     for ax in axes:
         ax.set_xticks([])
@@ -134,7 +154,7 @@ def kernel_frame(rec, pid, out: str, inputs: tuple = (), launch: int = 0, width:
                loc="lower center", ncol=5, fontsize=7, frameon=False)
     fig.suptitle(title or f"{ln.kernel}, grid {ln.grid[:2] if ln.grid[2] == 1 else ln.grid}: program {me[:2]}",
                  fontsize=10)
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.3 / fig_h, 1, 1 - 0.3 / fig_h))   # legend below, title above
     return fig
 
 

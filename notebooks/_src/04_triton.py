@@ -252,7 +252,9 @@ print("4 blocks  : loads per element", np.unique(r2.counts("x_ptr", "load")).tol
 print("paths agree:", torch.allclose(y1, y2, rtol=1e-6, atol=1e-7),
       "| match torch.softmax:", torch.allclose(y2, torch.softmax(x2, 1), rtol=1e-6, atol=1e-7))
 big = rnd(2, 30) * 1000                 # exp(1000) = inf in fp32; the max subtraction avoids it
-print("huge inputs -> all finite:", bool(torch.isfinite(softmax(big, block_size=16)).all()),
+with record():                          # CPU tensors: through the interpreter, on a GPU box too
+    y_big = softmax(big, block_size=16)
+print("huge inputs -> all finite:", bool(torch.isfinite(y_big).all()),
       "| naive exp overflows:", bool(torch.isinf(big.exp()).any()))
 
 # %% [markdown]
@@ -299,7 +301,9 @@ check_your_work("lab04_triton", "softmax_kernel", picture=lab.picture("softmax_k
 # disagree with the interpreter.
 #
 # **Traffic.** Each program reads `BLOCK_M·K` elements of A and `K·BLOCK_N` of B; nothing is
-# reused between programs (ignoring L2). So A is read `ceil(N/BN)` times and B `ceil(M/BM)` times:
+# reused between programs (ignoring the **L2** cache: the on-chip cache that all of a GPU's
+# streaming multiprocessors share, between them and DRAM; more on it below). So A is read
+# `ceil(N/BN)` times and B `ceil(M/BM)` times:
 # for square n and b×b tiles, `2n³/b + n²` elements in all — Lab 03's register-tiling count
 # `n³/v2 + n³/v1 + n²`, with the Triton tile playing the register tile. Bigger tiles, less traffic.
 
@@ -326,9 +330,8 @@ for (Mm, Kk, Nn, bm, bn) in [(32, 32, 32, 16, 16), (64, 64, 64, 16, 16), (64, 64
 # %% [markdown]
 # **Grouped program order.** A GPU has far more programs to run than it can hold at once: it runs
 # them in **waves**, as many as its streaming multiprocessors fit (an H100 has 132 SMs), the next
-# wave starting as programs finish. All SMs share the **L2** cache (50 MB on an H100), which sits
-# between them and DRAM (HBM): data that one program of a wave brought in is read from L2, not DRAM,
-# by the others. So tiles that run at the same time should share A rows and B columns. Row-major
+# wave starting as programs finish. The L2 cache all SMs share is 50 MB on an H100: data that one
+# program of a wave brought in from DRAM (HBM) is read from L2, not DRAM, by the others. So tiles that run at the same time should share A rows and B columns. Row-major
 # order (`GROUP_M = 1`) walks along
 # one row of tiles; grouped order walks down `GROUP_M` rows before moving right. For an 8×8 grid of
 # tiles and a wave of 8 programs, count the distinct A row-strips + B column-strips the wave reads
@@ -369,22 +372,38 @@ check_your_work("lab04_triton", "matmul_kernel", picture=lab.picture("matmul_ker
 #   pipelining). More stages hide more memory latency and use more shared memory.
 #
 # The best values depend on the GPU and the problem size, so Triton can try several and keep the
-# fastest per shape: decorate the kernel with `@triton.autotune(configs=[...], key=["M", "N", "K"])`
-# above `@triton.jit`, each `triton.Config({...block sizes...}, num_warps=..., num_stages=...)` a
-# candidate; the first launch for each new (M, N, K) times them all. Our matmul takes its
-# configuration as an argument instead (`matmul(a, b, config={...})`), so the lab can choose it.
-# Under the interpreter these options are ignored — it runs one program at a time, with no warps
-# and no pipelining — which is why only a GPU (`make bench` there) can show their effect. A typical
-# candidate list:
+# fastest per shape: `triton.autotune(configs=[...], key=["M", "N", "K"])` wraps a `@triton.jit`
+# kernel, each `triton.Config({...block sizes...}, num_warps=..., num_stages=...)` a candidate; the
+# first launch for each new (M, N, K) times them all and remembers the winner. Autotuning is
+# opt-in: a plain `@triton.jit` kernel is launched with exactly the options you pass.
+#
+# Our `matmul` does this on a GPU when called without `config` (the timing cell at the end); with
+# `config={...}` it uses the tiles you give, which is how this lab keeps its pictures small. Its
+# candidates and the wrapping:
 
 # %%
-import triton
+from labkit.kernels.matmul import GPU_CONFIGS, _tuned_kernel
 
-candidates = [triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=8, num_stages=3),
-              triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=4),
-              triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=4, num_stages=3)]
-for c in candidates:
+for c in GPU_CONFIGS:
     print(c.kwargs, f"num_warps={c.num_warps} num_stages={c.num_stages}")
+show(_tuned_kernel)
+from triton.runtime import Autotuner
+
+tuned = _tuned_kernel()
+print("matmul_kernel is an Autotuner:", isinstance(matmul_kernel, Autotuner), "(it runs with the options given)")
+print(f"_tuned_kernel() is an Autotuner: {isinstance(tuned, Autotuner)}, timing {len(tuned.configs)} configs "
+      f"per new {tuple(tuned.keys)}")
+
+# %% [markdown]
+# A claim you will often meet: *"Triton profiles your system automatically and picks the best
+# settings."* It does not: without `triton.autotune` nothing is timed, and heuristics (or your
+# arguments) decide; the cell above shows which of our two kernels times anything. And on a CPU
+# the interpreter ignores `num_warps` and `num_stages` altogether: it runs one program at a time,
+# with no warps and no pipelining. The same recorded matmul under three settings — same bits out,
+# same loads and stores — so only a GPU (`make bench` there) can show their effect:
+
+# %%
+lab.launch_options_table()
 
 # %% [markdown]
 # ## 5. Layer norm
@@ -397,6 +416,10 @@ for c in candidates:
 from labkit.kernels.layernorm import layernorm_kernel
 
 show(layernorm_kernel)
+
+# %% [markdown]
+# **Predict first:** 4 rows of 50 columns, 16-lane blocks. How many times does the kernel load each
+# element of x?
 
 # %%
 xl, wl, bl = rnd(4, 50) * 2 + 1, rnd(50, seed=1), rnd(50, seed=2)
@@ -415,7 +438,8 @@ print("matches F.layer_norm:", torch.allclose(yl, layernorm_reference(xl, wl, bl
 from labkit.kernels import LayerNormFunction
 
 xg_, wg_, bg_ = (t.clone().requires_grad_() for t in (xl, wl, bl))
-LayerNormFunction.apply(xg_, wg_, bg_, 1e-5).sum().backward()
+with record():                          # CPU tensors: through the interpreter, on a GPU box too
+    LayerNormFunction.apply(xg_, wg_, bg_, 1e-5).sum().backward()
 xr_, wr_, br_ = (t.clone().requires_grad_() for t in (xl, wl, bl))
 torch.nn.functional.layer_norm(xr_, (50,), wr_, br_, 1e-5).sum().backward()
 print("dx, dw, db match autograd:", [torch.allclose(a_.grad, b_.grad, rtol=1e-5, atol=1e-5)
@@ -481,24 +505,18 @@ player(lambda i: V.kernel_frame(ra, i, "o_ptr", ("q_ptr", "k_ptr", "v_ptr")), V.
 # `benchmarks/kernels.py` measures softmax (GB/s vs `torch.softmax`), matmul (TFLOP/s vs cuBLAS,
 # fp16 and bf16) and attention (vs `F.scaled_dot_product_attention`), as ratios and as % of the
 # device's peak; run `make bench` on a GPU to produce its table. This cell runs a short version
-# when a GPU is present (compiled kernels, CUDA tensors — outside any `record()` block).
+# when a GPU is present (compiled kernels, CUDA tensors — outside any `record()` block), timed with
+# `triton.testing.do_bench`: softmax in GB/s (`2·M·N·4` bytes per call), matmul in TFLOP/s (`2n³`
+# FLOPs), and the ratio torch time / our time (above 1: ours is faster).
+
+# %%
+show(lab.gpu_timings)
 
 # %% tags=["nbval-ignore-output"]
 if GPU:
-    from triton.testing import do_bench
-
-    for Nc in (1024, 4096):
-        xg = torch.randn(4096, Nc, device="cuda")
-        t_o, t_t = do_bench(lambda: softmax(xg), quantiles=[0.5]), do_bench(lambda: torch.softmax(xg, -1), quantiles=[0.5])
-        print(f"softmax 4096x{Nc}: ours {2 * xg.numel() * 4 / t_o / 1e6:.0f} GB/s, torch "
-              f"{2 * xg.numel() * 4 / t_t / 1e6:.0f} GB/s, ratio {t_t / t_o:.2f}")
-    ag = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    t_o, t_t = do_bench(lambda: matmul(ag, ag), quantiles=[0.5]), do_bench(lambda: ag @ ag, quantiles=[0.5])
-    print(f"matmul 4096^3 bf16: ours {2 * 4096**3 / t_o / 1e9:.0f} TFLOP/s, "
-          f"cuBLAS {2 * 4096**3 / t_t / 1e9:.0f}, ratio {t_t / t_o:.2f}")
+    print(lab.gpu_timings())
 else:
-    print("No compiled kernels here: on a GPU this cell prints softmax GB/s and matmul TFLOP/s next")
-    print("to torch's, measured with triton.testing.do_bench. Run `make bench` on a GPU.")
+    print("No GPU here, so no timings: on a GPU this cell compares our kernels with torch's.")
 
 # %% [markdown]
 # ## 8. Worked problems
@@ -540,6 +558,17 @@ else:
 #
 # Scores: 8192²·2 B = **134 MB** per head (and as much again for the probabilities). Fused: a
 # running max and sum per row, 2·8192 fp32 = **64 KB**, besides Q, K, V and O themselves.
+#
+# </details>
+#
+# **Problem 5.** The online softmax walks a row in three blocks whose maxima are 1, 5 and 3. By what
+# factor is the running sum `s` multiplied when block 2 arrives, and when block 3 arrives? What is
+# `m` at the end?
+#
+# <details><summary>Answer</summary>
+#
+# Block 2 raises `m` from 1 to 5: `s` is multiplied by exp(1 − 5) = e⁻⁴ ≈ **0.018**. Block 3 does not
+# raise it: factor exp(5 − 5) = **1**. At the end `m` = **5**, the row's maximum.
 #
 # </details>
 #
