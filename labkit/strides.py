@@ -279,13 +279,15 @@ class StridedView:
         return StridedView(self.storage, offset, tuple(shape), tuple(strides))
 
     # ----- zero-copy views ---------------------------------------------
-    def slice(self, dim: int, start: int | None = None, stop: int | None = None, step: int = 1) -> "StridedView":
+    def slice(self, dim: int, start: int | None = None, stop: int | None = None,
+              step: int = 1) -> "StridedView":
         """``t[..., start:stop:step, ...]`` on dimension ``dim`` (step > 0, Python clamping)."""
         d = _norm_dim(dim, self.ndim)
         if self.ndim == 0:
             raise IndexError("cannot slice a 0-d tensor")
         if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
-            raise ValueError(f"slice step must be a positive int (torch has no negative steps), got {step!r}")
+            raise ValueError(f"slice step must be a positive int (torch has no negative steps), "
+                             f"got {step!r}")
         size = self.shape[d]
         start = 0 if start is None else start
         stop = size if stop is None else stop
@@ -367,7 +369,8 @@ class StridedView:
         if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
             sizes = tuple(sizes[0])
         if len(sizes) < self.ndim:
-            raise ValueError(f"expand: target {sizes!r} has fewer dims than the tensor's shape {self.shape}")
+            raise ValueError(f"expand: target {sizes!r} has fewer dims than the tensor's shape "
+                             f"{self.shape}")
         lead = len(sizes) - self.ndim
         n_out = len(sizes)
         shape, strides = [0] * n_out, [0] * n_out
@@ -377,7 +380,8 @@ class StridedView:
                 raise TypeError(f"expand sizes must be ints, got {sizes!r}")
             if i < lead:
                 if want < 0:
-                    raise ValueError(f"expand: -1 is not allowed for a new leading dimension, got {sizes!r}")
+                    raise ValueError(f"expand: -1 is not allowed for a new leading dimension, "
+                                     f"got {sizes!r}")
                 # a new size-1 dim gets the stride torch gives it (next size * next stride); others 0
                 nxt = shape[i + 1] * strides[i + 1] if i + 1 < n_out else 0
                 shape[i], strides[i] = want, (nxt if want == 1 else 0)

@@ -1,12 +1,14 @@
 """Lab 02's "check your work" pictures: a learner's stride function next to torch, case by case.
 
     picture("slice_view")(fn)    runs fn on the lab's cases, prints a Table (yours | torch | equal)
-                                 and draws the first case's view on its storage, as section 9 does
+                                 and draws the learner's answer on its storage, as section 9 does
 
 Each case is a strided tensor made with ``torch.as_strided`` over ``arange``; torch's own answer is
 read back from ``Tensor.stride()``, ``storage_offset()``, ``is_contiguous()`` and ``view``.
 """
 from __future__ import annotations
+
+import html
 
 import torch
 
@@ -99,26 +101,76 @@ def compare(exercise: str, fn) -> Table:
     return Table(["case", "yours", "torch", "equal"], rows)
 
 
+def _storage_size(shape, strides, offset) -> int:
+    return _tensor(shape, strides, offset).untyped_storage().nbytes() // 8
+
+
+def _shown_case(exercise: str, table: Table, default: int) -> int:
+    """The case to draw: the first one where the learner and torch differ, else ``default``."""
+    return next((i for i, row in enumerate(table.rows) if not row[3]), default)
+
+
+def _drawable(storage_len, offset, shape, strides, title):
+    """``storage_html`` of the view, or one line saying why the learner's answer cannot be drawn."""
+    from labkit.viz.strides import storage_html
+
+    try:
+        return storage_html(StridedView(range(storage_len), offset, shape, strides), title=title)
+    except (TypeError, ValueError) as e:
+        return f"<div><b>{html.escape(title)}</b>: cannot be drawn: {html.escape(str(e))}</div>"
+
+
+def drawings(exercise: str, table: Table) -> list[str]:
+    """HTML pictures (``labkit.viz.strides.storage_html``, as in section 9) of the learner's answers
+    in ``table`` (from :func:`compare`): the case drawn is the first one that differs from torch.
+
+    slice_view / permute_view: the learner's (shape, strides, offset) on the base's storage.
+    is_contiguous: the case's view on its storage, titled with the learner's and torch's verdicts.
+    view_strides: the tensor, then the learner's view of it; a right answer reads the same storage
+    positions in the same order (the view grid lists them).
+    """
+    if exercise in ("slice_view", "permute_view"):
+        i = _shown_case(exercise, table, 0)
+        base = CASES[exercise][i][0]
+        shape, strides, offset = table.rows[i][1]
+        return [_drawable(_storage_size(*base), offset, shape, strides,
+                          f"your {exercise}: {table.rows[i][0]}")]
+    if exercise == "is_contiguous":
+        i = _shown_case(exercise, table, 4)
+        shape, strides = CASES[exercise][i]
+        _, yours, want, _ = table.rows[i]
+        return [_drawable(_storage_size(shape, strides, 0), 0, shape, strides,
+                          f"{table.rows[i][0]}: your is_contiguous says {yours}, torch says {want}")]
+    i = _shown_case(exercise, table, 4)
+    (shape, strides, offset), new_shape = CASES[exercise][i]
+    size = _storage_size(shape, strides, offset)
+    base = StridedView(range(size), offset, shape, strides)
+    out = [_drawable(size, offset, shape, strides, f"the tensor: {table.rows[i][0].split(' view')[0]}")]
+    yours, want = table.rows[i][1], table.rows[i][2]
+    if yours is None:
+        out.append(f"<div>your view_strides says no view of shape {new_shape} exists; "
+                   f"torch says {'none' if want is None else 'strides ' + str(want)}</div>")
+        return out
+    try:
+        mine = StridedView(range(size), offset, new_shape, yours)
+        same = mine.storage_indices() == base.storage_indices()
+    except (TypeError, ValueError):
+        same = False
+    out.append(_drawable(size, offset, new_shape, yours,
+                         f"your view{new_shape}, strides {yours}: same storage positions in the "
+                         f"same order as the tensor: {same} (torch: {want})"))
+    return out
+
+
 def picture(exercise: str):
-    """``picture(fn)`` for `check_your_work`: the comparison table, and for slice_view and
-    permute_view the learner's first result drawn on its storage (as in section 9)."""
+    """``picture(fn)`` for `check_your_work`: the comparison table with torch, then the learner's
+    answer drawn on its storage (:func:`drawings`, as in section 9); returns the table."""
     def draw(fn):
         table = compare(exercise, fn)
         print(table)
-        if exercise in ("slice_view", "permute_view"):
-            from IPython.display import HTML, display
+        from IPython.display import HTML, display
 
-            from labkit.viz.strides import storage_html
-
-            shape, strides, offset = table.rows[0][1]
-            base = CASES[exercise][0][0]
-            size = _tensor(*base).untyped_storage().nbytes() // 8
-            try:
-                view = StridedView(range(size), offset, shape, strides)
-            except (TypeError, ValueError) as e:
-                print(f"your first result cannot be drawn: {e}"[:100])
-            else:
-                display(HTML(storage_html(view, title=f"your {exercise}: {table.rows[0][0]}")))
+        display(HTML("".join(drawings(exercise, table))))
         print(f"{exercise}: {sum(table.column('equal'))}/{len(table.rows)} cases equal torch's answer")
         return table
     return draw

@@ -45,17 +45,24 @@ def is_contiguous(shape, strides):
 def view_strides(shape, strides, new_shape):
     """Strides of ``t.view(new_shape)``, or None where torch's view would raise.
 
-    ``new_shape`` has the same number of elements (>= 1) and no -1. A view exists
-    when every new dimension lies inside one run of old dimensions that are
-    contiguous with each other (stride[d-1] == stride[d] * shape[d], size-1
-    dimensions never break a run); torch's rules.
+    ``new_shape`` has the same number of elements (>= 1) and no -1. Torch's rule:
+    walk the old dimensions from the last and group them into runs that are
+    contiguous with each other. Dimension d-1 continues the run of d when it has
+    size 1, or when stride[d-1] == b * n, with b the run's innermost stride (the
+    stride of its last dimension) and n the run's element count so far (for two
+    neighbours without size-1 dimensions: stride[d-1] == stride[d] * shape[d]).
+    A view exists when every new dimension lies inside one run.
 
-    A new dimension of size 1 gets the stride it would have if its run were
-    contiguous: the product of the new sizes to its right within that run, times
-    the run's innermost stride. E.g. shape (2, 3, 4), strides (12, 4, 1) viewed as
+    Strides: the runs take the new dimensions from the right, each run as many as
+    multiply to its element count plus the size-1 ones just left of them; a new
+    dimension's stride is its run's b times the product of the new sizes to its
+    right in that run. So a new size-1 dimension between two runs belongs to the
+    run on its right (b times that run's element count), a trailing one gets the
+    innermost run's b, a leading one the outermost run's b times its element
+    count; a 0-d tensor gives all 1. E.g. shape (2, 3, 4), strides (12, 4, 1) viewed as
     (2, 1, 3, 4) gives (12, 12, 4, 1); shape (4, 3), strides (1, 4) (a transpose)
-    viewed as (4, 3, 1) gives (1, 4, 4) and as (4, 1, 3) gives (1, 12, 4): a
-    size-1 dimension between two runs belongs to the run on its right.
+    viewed as (4, 3, 1) gives (1, 4, 4), as (4, 1, 3) gives (1, 12, 4) and as
+    (1, 4, 3) gives (4, 1, 4).
     """
     if len(shape) == 0:
         return tuple(1 for _ in new_shape)

@@ -145,7 +145,7 @@ def test_expand_gives_stride_zero_like_torch(data):
 
 
 def test_broadcast_like_torch():
-    b = StridedView.arange(1, 3)  # the seed's [1, 3] row broadcast against [4, 3]
+    b = StridedView.arange(1, 3)  # a [1, 3] row broadcast against [4, 3]
     e = b.broadcast_to((4, 3))
     same(e, torch.arange(3).reshape(1, 3).broadcast_to((4, 3)))
     assert e.strides == (0, 1)
@@ -253,7 +253,7 @@ def test_values_and_tolist():
     c = x.transpose(0, 1).contiguous()
     assert c.storage == (0, 3, 1, 4, 2, 5) and c.strides == (2, 1) and c.offset == 0
     assert x.contiguous() is x  # no copy when already contiguous
-    # the seed's slicing example: rows 1.., cols 2..4 of a 4x5 -> offset 7, strides (5, 1)
+    # section 2's example: rows 1.., cols 2..4 of a 4x5 -> offset 7, strides (5, 1)
     s = StridedView.arange(4, 5)[1:, 2:4]
     assert (s.offset, s.shape, s.strides) == (7, (3, 2), (5, 1))
 
@@ -321,6 +321,51 @@ def test_strides_lab_pictures_compare_with_torch(capsys):
                for line in str(strides_lab.compare(name, getattr(answers, name))).splitlines())
 
 
+def hits_of(text):
+    import re
+
+    return {int(p): int(n) for p, n in re.findall(r'class="hit" data-pos="(\d+)" data-count="(\d+)"', text)}
+
+
+def test_strides_lab_drawings_show_the_learners_answer(capsys):
+    import solutions.lab02_strides as answers
+    from labkit import strides_lab
+
+    # slice_view: the first case (rows 1:4 of a 4x5) reads storage 5..19, each once
+    d = strides_lab.drawings("slice_view", strides_lab.compare("slice_view", answers.slice_view))
+    assert len(d) == 1 and hits_of(d[0]) == {k: 1 for k in range(5, 20)}
+    # the first wrong answer is the case drawn: forgetting to move the offset reads storage 0..14
+    def no_offset(sh, st, off, d, a, b, s):
+        shape, strides, _ = answers.slice_view(sh, st, off, d, a, b, s)
+        return shape, strides, off
+
+    d = strides_lab.drawings("slice_view", strides_lab.compare("slice_view", no_offset))
+    assert "dim 0 [1:4:1]" in d[0] and hits_of(d[0]) == {k: 1 for k in range(15)}
+    d = strides_lab.drawings("permute_view", strides_lab.compare("permute_view", answers.permute_view))
+    assert hits_of(d[0]) == {k: 1 for k in range(20)} and "strides=(1, 5)" in d[0]
+    d = strides_lab.drawings("is_contiguous", strides_lab.compare("is_contiguous", answers.is_contiguous))
+    assert "strides (8, 1): your is_contiguous says False, torch says False" in d[0]
+    assert hits_of(d[0]) == {r * 8 + c: 1 for r in range(3) for c in range(4)}
+    d = strides_lab.drawings("is_contiguous", strides_lab.compare("is_contiguous", lambda sh, st: True))
+    assert "shape (2, 3) strides (1, 2): your is_contiguous says True, torch says False" in d[0]
+    # view_strides: the tensor, then the learner's view; right = same storage order
+    d = strides_lab.drawings("view_strides", strides_lab.compare("view_strides", answers.view_strides))
+    assert len(d) == 2 and "4x3 transposed" in d[0]
+    assert "view(4, 1, 3), strides (1, 12, 4): same storage positions in the same order as the tensor: True" in d[1]
+    flattened = lambda sh, st, new: (1,) if len(new) == 1 else answers.view_strides(sh, st, new)  # noqa: E731
+    d = strides_lab.drawings("view_strides", strides_lab.compare("view_strides", flattened))
+    assert "view(12,), strides (1,)" in d[1] and "same order as the tensor: False (torch: None)" in d[1]
+    d = strides_lab.drawings("view_strides", strides_lab.compare("view_strides", lambda sh, st, new: None))
+    assert "your view_strides says no view of shape (24,) exists; torch says strides (1,)" in d[1]
+    d = strides_lab.drawings("view_strides", strides_lab.compare("view_strides", lambda sh, st, new: (-1,) * len(new)))
+    assert "cannot be drawn" in d[1]
+    # picture(): the table, the drawing, one summary line; returns the table
+    table = strides_lab.picture("view_strides")(answers.view_strides)
+    out = capsys.readouterr().out
+    assert all(table.column("equal")) and "view_strides: 8/8 cases equal torch's answer" in out
+    assert all(len(line) <= 100 for line in out.splitlines() if not line.startswith("<IPython"))
+
+
 def test_lab02_worked_problems():
     x = torch.zeros(8, 16, 32)
     assert x.stride() == (512, 32, 1) and 2 * 512 + 3 * 32 + 4 == 1124 and 1124 * 4 == 4496
@@ -330,3 +375,60 @@ def test_lab02_worked_problems():
     assert z.stride() == (1, 512, 32) and not z.is_contiguous() and z.view(32, 128).stride() == (1, 32)
     assert view_strides(z.shape, z.stride(), (256, 16)) is None
     assert torch.zeros(1024).expand(64, 128, 1024).stride() == (0, 0, 1)
+
+
+def test_view_strides_docstring_examples_are_torchs():
+    """Every "shape S, strides T ... viewed as N gives R" in the exercise's docstring is torch's answer."""
+    import ast
+    import re
+
+    import exercises.lab02_strides as stubs
+    import solutions.lab02_strides as answers
+
+    doc = " ".join(stubs.view_strides.__doc__.split())
+    assert doc == " ".join(answers.view_strides.__doc__.split())
+    tup = r"(\([\d, ]*\))"
+    checked = 0
+    for part in re.split(r"; shape ", doc.split("E.g. ")[1]):
+        shape, strides = map(ast.literal_eval, re.search(rf"{tup}, strides {tup}", part).groups())
+        for new, want in re.findall(rf"as {tup} gives {tup}", part):
+            new, want = ast.literal_eval(new), ast.literal_eval(want)
+            t = torch.arange(12 if len(shape) == 2 else 24).as_strided(shape, strides)
+            assert tuple(t.view(new).stride()) == want == answers.view_strides(shape, strides, new)
+            checked += 1
+    assert checked == 4
+    # the stated cases: between two runs -> the run on its right; trailing -> innermost b;
+    # leading -> outermost b times its count; a size-1 innermost old dim with an odd stride is a run
+    x = torch.arange(24).as_strided((3, 4), (8, 1))          # runs: (b=8, n=3), (b=1, n=4)
+    assert x.view(1, 3, 1, 4, 1).stride() == (24, 8, 4, 1, 1)
+    y = torch.arange(6).as_strided((6, 1), (1, 7))            # runs: (b=1, n=6), (b=7, n=1)
+    assert y.view(6, 1).stride() == (1, 7) == answers.view_strides((6, 1), (1, 7), (6, 1))
+    assert y.view(1, 6).stride() == (6, 1) == answers.view_strides((6, 1), (1, 7), (1, 6))
+    assert torch.tensor(5).view(1, 1).stride() == (1, 1) == answers.view_strides((), (), (1, 1))
+    assert answers.view_strides((3, 4), (8, 1), (1, 3, 1, 4, 1)) == (24, 8, 4, 1, 1)
+
+
+def test_lab02_problem5_and_common_mistakes():
+    q = torch.zeros(6, 8)
+    assert q[:, ::2].stride() == (8, 2) and q[:, ::2].view(24).stride() == (2,)
+    assert view_strides((6, 4), (8, 2), (24,)) == (2,) and view_strides((6, 4), (8, 1), (24,)) is None
+    with pytest.raises(RuntimeError):
+        q[:, :4].view(24)
+    assert q[:, :4].view(6, 1, 4).stride() == (8, 4, 1) == view_strides((6, 4), (8, 1), (6, 1, 4))
+    assert q[:, :4].view(6, 4, 1).stride() == (8, 1, 1) == view_strides((6, 4), (8, 1), (6, 4, 1))
+    # common mistakes: len(strides) is ndim; a transpose swaps strides to (1, n); row slices stay contiguous
+    assert len(torch.zeros(2, 3, 4).stride()) == 3
+    m, n = 3, 5
+    a = torch.arange(m * n).reshape(m, n)
+    assert a.t().stride() == (1, n) and StridedView.arange(m, n).transpose(0, 1).strides == (1, n)
+    assert a.as_strided((n, m), (1, m))[1].tolist() != a[:, 1].tolist() == a.t()[1].tolist()
+    assert [s.is_contiguous() for s in (a[1:3], a[2], a[:, 1:3], a[:, 0], a[::2])] == [True, True, False,
+                                                                                       False, False]
+
+
+def test_code_shown_in_lab02_fits_100_columns():
+    from labkit.show import source
+
+    for obj in (contiguous_strides, is_contiguous, StridedView.slice, StridedView.permute,
+                StridedView.expand, StridedView.reshape):
+        assert all(len(line) <= 100 for line in str(source(obj)).splitlines()), obj

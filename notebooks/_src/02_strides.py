@@ -59,21 +59,27 @@ print("x[i, j] == storage[offset + i*stride0 + j*stride1] for all 12 elements:",
 #
 # Slicing `start:stop:step` on a dimension with stride `s` adds `start*s` to the offset, makes the stride `step*s`,
 # and leaves `ceil((stop - start) / step)` elements (after clamping `start`/`stop` to the size).
+# (`labkit.strides`' own version is the answer to the first exercise, so it is not shown here; once yours
+# passes, compare it with `show(StridedView.slice)`.)
+
+# %% [markdown]
+# **Worked example.** `A` is a 4×5 matrix, strides `(5, 1)`. `A[1:, 2:4]` starts at row 1, column 2,
+# so its offset is `1·5 + 2·1 = 7`; 3 rows and 2 columns are left, and one step down a row or along
+# a column still moves 5 or 1 storage elements, so the strides stay `(5, 1)`. The first line below
+# computes it, in the model and in torch, and checks that torch did not copy (`shared`).
 #
-# **Predict first:** `A` is a 4×5 matrix (strides `(5, 1)`). What are the offset, shape and strides of
-# `A[1:, 2:4]`? Of `A[:, ::2]`? (Answer for the first: offset `1*5 + 2 = 7`, shape `(3, 2)`, strides
-# still `(5, 1)`.)
+# **Predict first:** offset, shape and strides of `A[:, ::2]` and of `A[0:4:3, 1:5:3]`.
 
 # %%
 A = torch.arange(20).reshape(4, 5)
 mA = StridedView.arange(4, 5)
-for key in [(slice(1, None), slice(2, 4)), (slice(None), slice(None, None, 2)), (slice(0, 4, 3), slice(1, 5, 3)),
-            (slice(1, 2), slice(None)), (slice(None), 3)]:
+keys = {"1:, 2:4": (slice(1, None), slice(2, 4)), ":, ::2": (slice(None), slice(None, None, 2)),
+        "0:4:3, 1:5:3": (slice(0, 4, 3), slice(1, 5, 3)), "1:2, :": (slice(1, 2), slice(None)),
+        ":, 3": (slice(None), 3)}
+for shown, key in keys.items():
     t, v = A[key], mA[key]
-    shown = ", ".join(f"{'' if k.start is None else k.start}:{'' if k.stop is None else k.stop}{':' + str(k.step) if k.step else ''}" if isinstance(k, slice)
-                      else str(k) for k in key)
     same = t.untyped_storage().data_ptr() == A.untyped_storage().data_ptr()
-    print(f"A[{shown:>10}] model {str(meta(v)):22} torch {str(meta(t)):22} agree={agree(v, t)} "
+    print(f"A[{shown:>12}] model {str(meta(v)):22} torch {str(meta(t)):22} agree={agree(v, t)} "
           f"shared={same}")
 
 # %% [markdown]
@@ -91,7 +97,7 @@ for start, stop, step in [(0, 9, 2), (1, 10, 3), (0, 10, 3), (7, 100, 1), (12, 2
 #
 # Write `slice_view(shape, strides, offset, dim, start, stop, step)` in `exercises/lab02_strides.py`.
 # The next cell compares yours with torch on six cases (an empty slice and a clamped stop among
-# them), draws your first result on its storage, then grades the exercise.
+# them), draws your answer on its storage (the first case you get wrong, if any), then grades it.
 
 # %%
 check_your_work("lab02_strides", "slice_view", picture=strides_lab.picture("slice_view"))
@@ -102,6 +108,10 @@ check_your_work("lab02_strides", "slice_view", picture=strides_lab.picture("slic
 # `t.transpose(0, 1)` swaps the sizes and the strides; the storage and the offset do not change. `permute(dims)`
 # puts old dimension `dims[i]` at position `i`. The result reads the same storage in a different order, so it is
 # no longer contiguous.
+
+# %% [markdown]
+# **Predict first:** the strides of `A.t()` (A is 4×5, strides `(5, 1)`), and of
+# `B.permute(2, 0, 1)` for a contiguous `B` of shape `(2, 3, 4)`.
 
 # %%
 T, mT = A.t(), mA.transpose(0, 1)
@@ -115,6 +125,10 @@ for dims in [(1, 2, 0), (2, 0, 1), (2, 1, 0)]:
 
 # %% [markdown]
 # ### Exercise: `permute_view`
+#
+# Write `permute_view(shape, strides, offset, dims)`. The cell compares yours with torch on four
+# permutations (one of them not its own inverse, so mixing up `dims` and its inverse shows), draws your
+# answer on its storage (the first case you get wrong, if any), then grades the exercise.
 
 # %%
 check_your_work("lab02_strides", "permute_view", picture=strides_lab.picture("permute_view"))
@@ -123,7 +137,14 @@ check_your_work("lab02_strides", "permute_view", picture=strides_lab.picture("pe
 # ## 4. Broadcasting is stride 0
 #
 # Adding a `(1, 3)` row to a `(4, 3)` matrix does not copy the row four times: `expand` gives the size-1 dimension
-# stride 0, so all four rows read the same three storage elements.
+# stride 0, so all four rows read the same three storage elements. New leading dimensions get stride 0 too:
+
+# %%
+show(StridedView.expand)
+
+# %% [markdown]
+# **Predict first:** how many bytes of storage lie behind `torch.arange(3).reshape(1, 3).expand(4, 3)`
+# (int64: 8 bytes per element)?
 
 # %%
 b = torch.arange(3).reshape(1, 3)
@@ -141,7 +162,8 @@ print("a new leading dim is stride 0 too:", meta(StridedView.arange(3).expand(2,
 # offset. Torch checks this from the last dimension: each stride must equal the product of the sizes after it —
 # **except that dimensions of size 1 are skipped** (you never step along them, so their stride is irrelevant), and a
 # tensor with no elements is always contiguous.
-#
+
+# %% [markdown]
 # **Predict first:** which of these are contiguous — shape `(1, 5)` with strides `(99, 1)`? `(5, 1)` with
 # `(1, 7)`? `(3, 4)` with `(8, 1)`?
 
@@ -155,6 +177,9 @@ for shape, strides in cases:
 
 # %% [markdown]
 # ### Exercise: `is_contiguous`
+#
+# Write `is_contiguous(shape, strides)` with torch's rule. The cell compares yours with torch on the
+# seven cases above and draws one of them on its storage (the first you get wrong, if any).
 
 # %%
 check_your_work("lab02_strides", "is_contiguous", picture=strides_lab.picture("is_contiguous"))
@@ -166,8 +191,13 @@ check_your_work("lab02_strides", "is_contiguous", picture=strides_lab.picture("i
 # order. Torch's algorithm (ATen `computeStride`, ported in `labkit.strides.view_strides`) groups the old dimensions,
 # from the last, into *runs* that are contiguous among themselves (`stride[d-1] == stride[d] * size[d]`). A new
 # dimension may split or merge dimensions *inside* a run but may not span two runs. When no view exists, `view`
-# raises and `reshape` makes a contiguous copy first.
-#
+# raises and `reshape` makes a contiguous copy first — in the model, `reshape` is just that rule (the
+# run-matching itself, `view_strides`, is this section's exercise):
+
+# %%
+show(StridedView.reshape)
+
+# %% [markdown]
 # **Predict first:** a transposed 4×3 view (strides `(1, 4)`): can it be `.view(12)`? `.view(2, 2, 3)`?
 
 # %%
@@ -221,7 +251,10 @@ except RuntimeError as e:
 # New dimensions of size 1 need a stride too, although nobody ever steps along them. Torch gives each
 # the stride it would have if its run were contiguous — the product of the new sizes to its right in
 # that run times the run's innermost stride — and a size-1 dimension between two runs goes with the run
-# on its right:
+# on its right.
+#
+# **Predict first:** the transposed 4×3 view has two runs, `(size 4, stride 1)` and `(size 3, stride 4)`.
+# What strides does torch give `.view(4, 3, 1)`, `.view(4, 1, 3)` and `.view(1, 4, 3)`?
 
 # %%
 s = torch.arange(12).reshape(3, 4).t()
@@ -232,17 +265,53 @@ for new in [(4, 3, 1), (4, 1, 3), (1, 4, 3)]:
 # %% [markdown]
 # ### Exercise: `view_strides`
 #
-# The last and hardest exercise: the strides of `t.view(new_shape)`, or `None` where torch refuses.
+# The last and hardest exercise: the strides of `t.view(new_shape)`, or `None` where torch refuses (its
+# docstring spells out the size-1 rule above). The cell compares yours with torch on eight cases, then
+# draws the tensor and your view of it on the storage: a right view reads the same storage positions in
+# the same order.
 
 # %%
 check_your_work("lab02_strides", "view_strides", picture=strides_lab.picture("view_strides"))
 
 # %% [markdown]
-# ## 7. How we know the model is right
+# ## 7. Common mistakes
 #
-# Every rule above is checked against torch in `tests/test_strides.py`, on thousands of random strided
+# Three statements you will often meet about strides, each checked here.
+#
+# 1. **"`len(strides)` equals `A.shape`."** A tensor has one stride per *dimension*: `len(strides)` is
+#    `A.ndim` (= `len(A.shape)`), while the entries of `A.shape` are sizes. For a `(2, 3, 4)` tensor:
+#    3 strides, not 2·3·4 = 24 of them.
+# 2. **"Transposing a row-major `[m, n]` array turns its strides `[n, 1]` into `[1, m]`."** Transpose
+#    *swaps* the strides: `[1, n]`. A stride belongs to the data along that dimension, not to the size
+#    that ends up next to it. Strides `(1, m)` read different elements (below, m = 3, n = 5).
+# 3. **"A slice is never contiguous."** Slicing whole rows of a row-major tensor (`A[1:3]`, `A[2]`)
+#    keeps it contiguous — only the offset moves. Cutting inside rows (`A[:, 1:3]`), taking a column, or
+#    a step (`A[::2]`) leaves gaps.
+#
+# **Predict first:** for a contiguous 3×5 `A`, which of `A[1:3]`, `A[2]`, `A[:, 1:3]`, `A[:, 0]`,
+# `A[::2]` are contiguous?
+
+# %%
+B3 = torch.zeros(2, 3, 4)
+print(f"(2, 3, 4): strides {B3.stride()}, len(strides) = {len(B3.stride())} = ndim = {B3.ndim}, "
+      f"numel = {B3.numel()}")
+m, n = 3, 5
+A35 = torch.arange(m * n).reshape(m, n)
+wrong = A35.as_strided((n, m), (1, m))
+print(f"A ({m}x{n}) strides {A35.stride()}; A.t() strides {A35.t().stride()} = (1, n), not (1, m)")
+print(f"A.t()[1]            = {A35.t()[1].tolist()}  (column 1 of A)")
+print(f"strides (1, m): [1] = {wrong[1].tolist()}  (not a column of A)")
+for name, sl in [("A[1:3]", A35[1:3]), ("A[2]", A35[2]), ("A[:, 1:3]", A35[:, 1:3]),
+                 ("A[:, 0]", A35[:, 0]), ("A[::2]", A35[::2])]:
+    print(f"{name:10} offset {sl.storage_offset():2} strides {str(sl.stride()):8} "
+          f"contiguous {sl.is_contiguous()!s:5} (model: {is_contiguous(sl.shape, sl.stride())})")
+
+# %% [markdown]
+# ## 8. How we know the model is right
+#
+# Every rule above is checked against torch in `tests/test_strides.py`, on hundreds of random strided
 # tensors (made with `torch.as_strided`) sent through random chains of slices, transposes, unsqueezes,
-# views and reshapes — metadata and element values. One such chain, step by step:
+# expands, views, reshapes and copies — metadata and element values after every step. One such chain:
 
 # %%
 t, v = torch.arange(24).as_strided((4, 3), (6, 2), 1), StridedView(range(24), 1, (4, 3), (6, 2))
@@ -253,7 +322,7 @@ for name, op in steps:
     print(f"{name:16} torch {str(meta(t)):26} model {str(meta(v)):26} agree: {agree(v, t)}")
 
 # %% [markdown]
-# ## 8. Zero-copy is not free: access order matters
+# ## 9. Zero-copy is not free: access order matters
 #
 # A transposed view costs nothing to make, but reading it walks the storage with a large stride, which the caches
 # dislike. Below, a running sum (`cumsum`) along each row of a big matrix vs along each row of its
@@ -272,7 +341,7 @@ print(f"cumsum rows, contiguous : {median_time(lambda: big.cumsum(1), repeat=5) 
 print(f"cumsum rows, transposed : {median_time(lambda: big.t().cumsum(1), repeat=5) * 1e3:8.2f} ms")
 
 # %% [markdown]
-# ## 9. Explore: a view on its storage
+# ## 10. Explore: a view on its storage
 #
 # Cells in orange are the storage elements the view reads (`x4` when stride 0 makes several elements read the same
 # cell). Below the storage, the view itself: each cell shows which storage position it reads. First two fixed
@@ -288,7 +357,7 @@ display(HTML(vs.storage_html(StridedView.arange(1, 3).expand(4, 3), title="a (1,
 vs.explorer(24)
 
 # %% [markdown]
-# ## 10. Worked problems
+# ## 11. Worked problems
 #
 # Try each before opening the answer.
 #
@@ -331,13 +400,18 @@ vs.explorer(24)
 #
 # </details>
 #
-# ## Further reading
+# **Problem 5.** `q` is a contiguous `(6, 8)` tensor. Does `q[:, ::2].view(24)` work? And
+# `q[:, :4].view(24)`? What are the strides of `q[:, :4].view(6, 1, 4)` and of `q[:, :4].view(6, 4, 1)`?
 #
-# * PyTorch documentation, *Tensor Views* and `torch.Tensor.stride`, `torch.as_strided`:
-#   <https://pytorch.org/docs/stable/tensor_view.html>.
-# * NumPy documentation, *The N-dimensional array (ndarray)* — internal memory layout and strides:
-#   <https://numpy.org/doc/stable/reference/arrays.ndarray.html>.
-# * E. Z. Yang, *PyTorch internals* (blog post, 2019) — storage, strides and views inside PyTorch.
+# <details><summary>Answer</summary>
+#
+# `q[:, ::2]` has shape `(6, 4)`, strides `(8, 2)`: 8 = 2·4, so its two dimensions form **one run**
+# (every other element of the whole storage) and `view(24)` **works**, stride `(2,)`. `q[:, :4]` has
+# strides `(8, 1)`: 8 ≠ 1·4, two runs, so `view(24)` is **refused**. A size-1 dimension between the two
+# runs joins the inner one and gets 1·4: `view(6, 1, 4)` has strides **`(8, 4, 1)`**; a trailing one
+# gets the inner run's stride: `view(6, 4, 1)` has **`(8, 1, 1)`**.
+#
+# </details>
 #
 # ## Summary
 #
@@ -346,8 +420,25 @@ vs.explorer(24)
 #   sizes and strides. Broadcast: stride 0. None of these copy.
 # - Contiguous (torch's rule): row-major strides once size-1 dimensions are ignored.
 # - `view` works when each new dimension stays inside one run of mutually contiguous old dimensions; otherwise it
-#   raises, and `reshape` copies (`contiguous()` then view).
+#   raises, and `reshape` copies (`contiguous()` then view). New size-1 dimensions get the stride they would
+#   have if their run were contiguous.
 #
-# **Exercises** (`exercises/lab02_strides.py`): `slice_view`, `permute_view`, `is_contiguous`, `view_strides`;
-# each has a "check your work" cell above. Grade all four with `python -m labkit.grade --lab 02` (or
-# `make grade LAB=02`).
+# ## Further reading
+#
+# * PyTorch documentation, *Tensor Views* — which operations return views:
+#   <https://pytorch.org/docs/stable/tensor_view.html>; `torch.as_strided`:
+#   <https://pytorch.org/docs/stable/generated/torch.as_strided.html>; `torch.Tensor.stride`:
+#   <https://pytorch.org/docs/stable/generated/torch.Tensor.stride.html>.
+# * NumPy documentation, *The N-dimensional array (ndarray)*, section "Internal memory layout of an
+#   ndarray" — strides in bytes, C and Fortran order:
+#   <https://numpy.org/doc/stable/reference/arrays.ndarray.html>.
+# * E. Z. Yang, *PyTorch internals* (blog post, 2019) — tensors as storage + sizes/strides/offset, and
+#   how views share storage: <http://blog.ezyang.com/2019/05/pytorch-internals/>.
+#
+# ## Exercises
+#
+# Open `exercises/lab02_strides.py` and implement `slice_view`, `permute_view`, `is_contiguous` and
+# `view_strides`; the docstrings are the spec. Each section's "check your work" cell above runs yours
+# against torch, draws it on its storage and grades it; grade all four with
+#
+#     python -m labkit.grade --lab 02        # or: make grade LAB=02
