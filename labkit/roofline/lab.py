@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 
+from labkit.checks import check_int
 from labkit.roofline import model as M
 from labkit.table import Table
 
@@ -140,8 +141,7 @@ def peak_spread(n: int = 1024, rounds: int = 7, device=None, repeat: int = 3) ->
 
     from labkit.roofline import measure as R
 
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 2:
-        raise ValueError(f"rounds must be an int >= 2, got {rounds!r}")
+    check_int("peak_spread", "rounds", rounds, minimum=2)
     device = device or R.default_device()
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     out = torch.empty(n, n, device=device)

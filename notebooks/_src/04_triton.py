@@ -506,7 +506,7 @@ player(lambda i: V.kernel_frame(ra, i, "o_ptr", ("q_ptr", "k_ptr", "v_ptr")), V.
 # fp16 and bf16) and attention (vs `F.scaled_dot_product_attention`), as ratios and as % of the
 # device's peak; run `make bench` on a GPU to produce its table. This cell runs a short version
 # when a GPU is present (compiled kernels, CUDA tensors — outside any `record()` block), timed with
-# `triton.testing.do_bench`: softmax in GB/s (`2·M·N·4` bytes per call), matmul in TFLOP/s (`2n³`
+# `labkit.bench.median_time` (CUDA synchronised): softmax in GB/s (`2·M·N·4` bytes per call), matmul in TFLOP/s (`2n³`
 # FLOPs), and the ratio torch time / our time (above 1: ours is faster).
 
 # %%
