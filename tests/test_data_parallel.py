@@ -51,18 +51,20 @@ def _ours(model, tokens, targets, accumulate):
     model.finish_gradient_synchronization()
 
 
-def _ddp_rank(rank, world, cap, comm, freeze, accumulate):
-    model = DDP(_model(freeze), bucket_cap_mb=cap, comm=comm)
+def _ddp_rank(rank, world, cap, comm, freeze, accumulate, overlap=True):
+    model = DDP(_model(freeze), bucket_cap_mb=cap, comm=comm, overlap=overlap)
     return _train(model, _ours, rank, world, accumulate)
 
 
-@pytest.mark.parametrize("world,cap,comm,freeze,accumulate", [
-    (1, None, "torch", False, 1), (2, None, "torch", True, 1), (3, 0.004, "torch", False, 1),
-    (4, 0.004, "torch", True, 2), (2, 0.004, "ring", False, 1), (4, None, "ring", True, 1),
+@pytest.mark.parametrize("world,cap,comm,freeze,accumulate,overlap", [
+    (1, None, "torch", False, 1, True), (2, None, "torch", True, 1, True),
+    (3, 0.004, "torch", False, 1, True), (4, 0.004, "torch", True, 2, True),
+    (2, 0.004, "ring", False, 1, True), (4, None, "ring", True, 1, True),
+    (2, 0.004, "torch", False, 2, False),
 ])
-def test_ddp_equals_one_process_on_the_whole_batch(world, cap, comm, freeze, accumulate):
+def test_ddp_equals_one_process_on_the_whole_batch(world, cap, comm, freeze, accumulate, overlap):
     want = _train(_model(freeze), _plain)
-    got = launch(_ddp_rank, world, cap, comm, freeze, accumulate, backend="gloo", timeout=120)
+    got = launch(_ddp_rank, world, cap, comm, freeze, accumulate, overlap, backend="gloo", timeout=120)
     for rank_params in got:
         for a, b in zip(rank_params, want):
             torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
@@ -122,6 +124,8 @@ def test_a_parameter_without_gradient_is_a_one_line_error():
 def test_bad_arguments():
     with pytest.raises(RuntimeError, match="no process group"):
         DDP(GPT(CFG))
+    with pytest.raises(TypeError, match="overlap must be True or False"):
+        DDP(GPT(CFG), overlap="yes")
     with pytest.raises(ValueError, match="comm must be one of"):
         DDP(GPT(CFG), comm="nccl-ish")
     with pytest.raises(TypeError, match="torch.nn.Module"):

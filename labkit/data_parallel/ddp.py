@@ -21,6 +21,8 @@ embedding and LM head) appears once in ``module.parameters()`` and is reduced on
 ``comm="torch"`` uses ``dist.all_reduce(async_op=True)``, which runs in the background while
 backward goes on; ``comm="ring"`` uses Lab 05's ring all-reduce built from isend/irecv — it runs
 inside the hook and blocks backward while it does (no overlap), which the timeline makes visible.
+``overlap=False`` is the naive baseline: the hooks only note which gradients are ready and every
+reduction starts in ``finish_gradient_synchronization``, after backward has ended.
 """
 from __future__ import annotations
 
@@ -40,27 +42,32 @@ COMMS = ("torch", "ring")
 @dataclass
 class CommEvent:
     """One bucket's reduction: ``bucket`` index, ``nbytes`` reduced, and perf_counter times (seconds):
-    ``start`` when its last gradient was ready and the all-reduce began, ``end`` when it was done
-    (for async all-reduces: when finish_gradient_synchronization found it complete)."""
+    ``ready`` when its last gradient was accumulated, ``start`` when its all-reduce began (= ready
+    when overlapping), ``end`` when it was done (for async all-reduces: when
+    finish_gradient_synchronization found it complete)."""
 
     bucket: int
     nbytes: int
-    start: float
+    ready: float
+    start: float = 0.0
     end: float = 0.0
 
 
 class DDP(nn.Module):
     """Data-parallel wrapper; see the module docstring. Needs an initialised process group."""
 
-    def __init__(self, module: nn.Module, bucket_cap_mb: float | None = None, comm: str = "torch"):
+    def __init__(self, module: nn.Module, bucket_cap_mb: float | None = None, comm: str = "torch",
+                 overlap: bool = True):
         super().__init__()
         if not isinstance(module, nn.Module):
             raise TypeError(f"DDP: module must be a torch.nn.Module, got {type(module).__name__}")
         if comm not in COMMS:
             raise ValueError(f"DDP: comm must be one of {', '.join(COMMS)}, got {comm!r}")
+        if not isinstance(overlap, bool):
+            raise TypeError(f"DDP: overlap must be True or False, got {overlap!r}")
         if not dist.is_initialized():
             raise RuntimeError("DDP: no process group; run inside labkit.dist.launch (or torchrun)")
-        self.module, self.comm = module, comm
+        self.module, self.comm, self.overlap = module, comm, overlap
         self.world_size = dist.get_world_size()
         with torch.no_grad():
             for t in [*module.parameters(), *module.buffers()]:
@@ -74,6 +81,7 @@ class DDP(nn.Module):
         self._index = {id(p): i for i, p in enumerate(self.params)}
         self._ready: list[set[int]] = [set() for _ in self.buckets]
         self._pending: list[tuple[int, torch.Tensor, object, CommEvent]] = []
+        self._waiting: list[tuple[int, float]] = []   # (bucket, ready time) not yet started (overlap=False)
         self._sync = True
         self.events: list[CommEvent] = []   # this step's reductions, for timelines
         self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad_ready) for p in self.params]
@@ -99,16 +107,19 @@ class DDP(nn.Module):
         b = self._bucket_of[i]
         self._ready[b].add(i)
         if len(self._ready[b]) == len(self.buckets[b]):
-            self._reduce(b)
+            if self.overlap:
+                self._reduce(b, time.perf_counter())
+            else:
+                self._waiting.append((b, time.perf_counter()))
 
-    def _reduce(self, b: int) -> None:
+    def _reduce(self, b: int, ready: float) -> None:
         members = [self.params[i] for i in self.buckets[b]]
         if len(members) == 1:
             flat = members[0].grad                                        # reduced in place
         else:
             flat = torch.cat([p.grad.reshape(-1) for p in members])       # one message
         flat.div_(self.world_size)
-        event = CommEvent(b, flat.numel() * flat.element_size(), time.perf_counter())
+        event = CommEvent(b, flat.numel() * flat.element_size(), ready, time.perf_counter())
         if self.comm == "torch":
             work = dist.all_reduce(flat, async_op=True)
         else:
@@ -127,6 +138,9 @@ class DDP(nn.Module):
         reduce the same buckets, so DDP needs every parameter that requires grad to be used.
         """
         missing = [i for b, got in enumerate(self._ready) for i in self.buckets[b] if i not in got]
+        for b, ready in self._waiting:
+            self._reduce(b, ready)
+        self._waiting = []
         self.events = []
         for b, flat, work, event in self._pending:
             if work is not None:
