@@ -169,3 +169,85 @@ def lab08_stage_backward(module, sched: dict, config: dict, timeout: float = 25.
     plan = {int(r): [Action(*a) for a in acts] for r, acts in sched.items()}
     run = run_pipeline(plan, MLPConfig(**config), backward_fn=module.stage_backward, timeout=timeout)
     return {"loss": float(run.loss), "grads": [list(g) for g in run.grads]}
+
+
+# ------------------------------------------------------------------ Lab 06: DDP from backward hooks
+class TiedNet:
+    """Builds the graded model: token embedding -> Linear -> tanh -> frozen Linear -> output layer
+    that shares the embedding's weight (a tied parameter held by two modules), float64."""
+
+    VOCAB, HIDDEN = 11, 6
+
+    @classmethod
+    def build(cls, seed: int):
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(cls.VOCAB, cls.HIDDEN)
+                self.mid = nn.Linear(cls.HIDDEN, cls.HIDDEN)
+                self.frozen = nn.Linear(cls.HIDDEN, cls.HIDDEN)
+                self.head = nn.Linear(cls.HIDDEN, cls.VOCAB, bias=False)
+                self.head.weight = self.emb.weight                       # tied: one tensor, two modules
+                self.frozen.requires_grad_(False)
+
+            def forward(self, tokens, targets):
+                x = self.frozen(torch.tanh(self.mid(self.emb(tokens))))
+                return nn.functional.cross_entropy(self.head(x), targets)
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return Net().double()
+
+    @classmethod
+    def data(cls, seed: int, step: int, batch: int):
+        import torch
+
+        g = torch.Generator().manual_seed(seed * 1000 + step)
+        return torch.randint(cls.VOCAB, (batch,), generator=g), torch.randint(cls.VOCAB, (batch,), generator=g)
+
+
+def _ddp_rank(rank, world, module, seed, steps, batch, lr):
+    import torch
+    import torch.distributed as dist
+
+    calls = []
+    in_backward = [False]
+    original = dist.all_reduce
+
+    def watched(tensor, *args, **kwargs):
+        calls.append({"numel": tensor.numel(), "in_backward": in_backward[0],
+                      "async": bool(kwargs.get("async_op", args[2] if len(args) > 2 else False))})
+        return original(tensor, *args, **kwargs)
+
+    dist.all_reduce = watched
+    model = TiedNet.build(seed + 1 + rank)             # replicas start different: broadcast is needed
+    finish = module.data_parallel_hooks(model)
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr)
+    per_step = []
+    for step in range(steps):
+        tokens, targets = TiedNet.data(seed, step, batch)
+        lo, hi = rank * batch // world, (rank + 1) * batch // world
+        opt.zero_grad()
+        loss = model(tokens[lo:hi], targets[lo:hi])
+        in_backward[0] = True
+        loss.backward()
+        in_backward[0] = False
+        finish()
+        opt.step()
+        per_step.append(calls[:])
+        calls.clear()
+    return {"params": {n: p.detach().clone() for n, p in model.named_parameters()}, "calls": per_step}
+
+
+def lab06_ddp(module, world_size: int, seed: int, steps: int = 2, batch: int = 12, lr: float = 0.5,
+              timeout: float = 45.0):
+    """Train `TiedNet` for ``steps`` SGD steps on ``world_size`` gloo ranks with the submission's
+    ``data_parallel_hooks``, each rank on its slice of every batch. Returns per rank {"params":
+    {name: tensor}, "calls": per step, the dist.all_reduce calls seen (numel, in_backward, async)}."""
+    from labkit.dist import launch
+
+    return launch(_ddp_rank, world_size, module, seed, steps, batch, lr, backend="gloo", timeout=timeout,
+                  quiet=True)

@@ -1,0 +1,59 @@
+"""Lab 06 exercises: data parallelism (your work: replace each raise with code).
+
+- ``bucket_indices``: which gradients travel together (PyTorch DDP's bucketing rule);
+- ``data_parallel_hooks``: DDP from backward hooks, one asynchronous all-reduce per parameter;
+- ``ssp_start_times``: the clock rule of a stale-synchronous parameter server.
+"""
+import torch  # noqa: F401
+import torch.distributed as dist  # noqa: F401
+
+
+def bucket_indices(param_bytes, param_dtypes, cap_bytes):
+    """Group parameters into gradient buckets the way PyTorch's DDP does.
+
+    param_bytes: list of ints, the gradient size in bytes of each parameter, in registration
+    order (the order of ``module.parameters()``); param_dtypes: list of str, each parameter's
+    dtype name (parameters of different dtypes never share a bucket); cap_bytes: int > 0.
+    Walk the parameters in REVERSE registration order (about the order backward produces
+    their gradients). Each dtype fills its own open bucket; add the parameter, and if the
+    bucket now holds >= cap_bytes, close it (the parameter that crosses the cap stays in it).
+    Return the buckets as lists of parameter indices (in the order they were added), listed
+    in the order they closed, followed by the buckets still open at the end in the order
+    they were opened.
+    Example: bytes [4, 4, 4], one dtype, cap 8 -> [[2, 1], [0]].
+    """
+    raise NotImplementedError("hint: loop i over reversed(range(len(param_bytes))); keep one open (members, size) per dtype in a dict; append i, and close the bucket (move it to the result) once size >= cap_bytes")
+
+
+def data_parallel_hooks(module):
+    """Make ``module`` data-parallel on the current process group; return ``finish``.
+
+    module: a torch.nn.Module whose replicas may start different on each rank.
+    1. Copy rank 0's parameters and buffers to every rank (dist.broadcast, in place).
+    2. On every parameter that requires grad, register a hook that runs when its gradient
+       has been accumulated (``p.register_post_accumulate_grad_hook``). The hook divides
+       ``p.grad`` by the world size and starts ``dist.all_reduce(p.grad, async_op=True)``,
+       keeping the returned work handle. Each parameter must be reduced exactly once per
+       backward, also when two modules share it (a tied embedding and output layer);
+       parameters with requires_grad=False get no hook.
+    3. Return ``finish()``: it waits for every work handle started since the last call (so
+       every rank then holds the mean gradient of the whole batch) and forgets them.
+    Use: loss.backward(); finish(); optimizer.step().
+    """
+    raise NotImplementedError("hint: broadcast every parameter and buffer from rank 0; loop over module.parameters() (each shared parameter appears once); in a post-accumulate-grad hook divide p.grad by the world size and keep dist.all_reduce(p.grad, async_op=True); finish() waits on every kept handle")
+
+
+def ssp_start_times(durations, staleness):
+    """When each worker starts each iteration under a stale-synchronous parameter server.
+
+    durations: list of W lists, each of the same length n: worker k's iteration c takes
+    durations[k][c] time units (talking to the server takes no time). staleness: an int
+    s >= 0, or None for fully asynchronous (ASP).
+    A worker that has finished c iterations may start its next one at once under ASP;
+    under SSP(s) only once every worker has finished at least c - s iterations (s = 0 is
+    BSP: a barrier at every clock). Return start, a list of W lists of n numbers:
+    start[k][c] = max(finish[k][c-1], max over j of finish[j][c-s-1]), dropping terms whose
+    index is negative, where finish[k][c] = start[k][c] + durations[k][c].
+    Example: durations [[1, 1, 1], [3, 3, 3]], s = 1 -> [[0, 1, 3], [0, 3, 6]].
+    """
+    raise NotImplementedError("hint: go clock by clock (c = 0..n-1); gate = max finish[j][c-s-1] over workers when that index is >= 0 (never for ASP); start[k][c] = max(finish[k][c-1], gate)")
