@@ -138,5 +138,5 @@ def time_ddp_steps(rank: int, world: int, cfg: GPTConfig, batch_per_rank: int, c
         buckets = b if bucketed else buckets
     fwd, bwd, ready, nbytes = _compute_alone(cfg, batch_per_rank, rank, world, steps)
     bucket_bytes = [sum(nbytes[i] for i in b) for b in buckets]
-    comm = _comm_alone(nbytes + bucket_bytes, steps)
+    comm = _comm_alone(nbytes + bucket_bytes, max(15, steps))
     return Measured(world, cap_mb, variants, fwd, bwd, ready, nbytes, comm, buckets)

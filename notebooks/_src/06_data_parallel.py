@@ -1,0 +1,360 @@
+# Source of notebooks/06_data_parallel.ipynb, in jupytext's percent format; build: make notebooks
+
+# %% [markdown]
+# # Lab 06 — Data parallelism: DDP from scratch, overlap, and the parameter server
+#
+# Data parallelism is the first thing people reach for when one device trains too slowly: every
+# rank holds a whole copy of the model, takes its own slice of each batch, and the ranks average
+# their gradients before every optimizer step. The averaging is a collective you know from Lab 05
+# (an all-reduce). This lab builds it, times it, and hides it behind the backward pass.
+#
+# **You will be able to**
+# 1. explain why N ranks on 1/N of a batch each compute exactly what one process computes on the
+#    whole batch — and check it to the last bit that rounding allows;
+# 2. group gradients into **buckets** the way PyTorch's `DistributedDataParallel` does, and say why
+#    it fills them in reverse order;
+# 3. predict a step's time with the overlap model T = T_fwd + max(T_bwd, T_comm − t_last) + t_last,
+#    and measure naive, per-parameter and bucketed all-reduces against it;
+# 4. compare BSP, ASP and SSP on a real parameter server, and explain why its one link becomes
+#    the bottleneck that a ring all-reduce avoids.
+#
+# The model throughout is `labkit.model.GPT`, a small GPT (embeddings, pre-norm attention and MLP
+# blocks, a tied output layer) that Labs 07 and 09–12 use too. Every rank here is a real process
+# talking over `torch.distributed` (gloo on a CPU, NCCL on GPUs).
+#
+# Whenever you see **Predict first**, write your guess down before running the next cell.
+
+# %%
+import torch
+from IPython.display import HTML, display
+
+import labkit
+from labkit.data_parallel import DDP, assign_buckets, lab
+from labkit.data_parallel.overlap import overlap_step_time, simulate_overlap
+from labkit.data_parallel.param_server import server_bytes_per_step
+from labkit.data_parallel.ssp import ssp_start_times
+from labkit.grading.check import check_your_work
+from labkit.model import GPTConfig, parameter_count
+from labkit.show import show
+from labkit.viz import data_parallel as V
+from labkit.viz.player import figure_to_html
+
+print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
+
+# %% [markdown]
+# ## 1. Same result as one process
+#
+# Each rank computes the mean loss over its own B/N sequences, and backward gives it the gradient
+# of that mean. The gradient of the mean over the whole batch is the mean of the N ranks'
+# gradients — so DDP divides each gradient by N and all-reduces (sums) it. After that, every rank
+# holds the same gradient, takes the same optimizer step, and the replicas stay identical.
+#
+# Our `DDP` has PyTorch's shape: `DDP(model)` broadcasts rank 0's weights, and a hook on every
+# parameter starts the all-reduce of its gradient the moment backward has accumulated it:
+
+# %%
+show(DDP._on_grad_ready)
+show(DDP._reduce)
+
+# %% [markdown]
+# **Predict first:** 24 sequences, 3 SGD steps in float64. DDP on 4 ranks (6 sequences each) vs one
+# process on all 24: equal to the last bit, equal up to rounding, or visibly different?
+
+# %%
+print(lab.equivalence_table(worlds=(1, 2, 4)))
+
+# %% [markdown]
+# Equal up to rounding (about 1e-17): the sums are taken in a different order (four partial means
+# averaged instead of one mean), which changes the last bits of float64, nothing more. The tests
+# check this for 1–4 ranks, frozen parameters, gradient accumulation with `no_sync()`, and the
+# ring all-reduce of Lab 05 in place of `dist.all_reduce`.
+#
+# **A common mistake** says DDP "first reduces, then broadcasts" the gradients. That would push
+# every gradient through one rank. An all-reduce is a reduce-scatter followed by an all-gather
+# (Lab 05): every rank sends and receives about 2(N−1)/N of the gradient bytes, and no rank is
+# special.
+#
+# ## 2. Buckets, filled backwards
+#
+# One all-reduce per parameter pays the per-message latency α once per parameter (this small
+# model has 28 parameters, GPT-2 small has 148). One all-reduce of everything cannot start until
+# backward has finished. **Buckets** sit in between: gradients are packed into flat buffers of
+# about `bucket_cap_mb`, and each buffer is reduced as soon as its last gradient is ready.
+#
+# Backward produces gradients from the last layer to the first — roughly the reverse of the order
+# in which the parameters were registered. So the buckets are filled in reverse order: the first
+# bucket holds the last layers' gradients and can go while backward is still working on the first
+# layers. A bucket closes once it holds at least the cap (the parameter that crosses the cap stays
+# in it), and parameters of different dtypes never share a bucket.
+#
+# **Predict first:** with a cap of 0.004 MiB (4194 bytes), which parameters share the first bucket?
+
+# %%
+print(lab.bucket_table(cap_mb=0.004))
+
+# %% [markdown]
+# The last column asks PyTorch's own `DistributedDataParallel`, run on two ranks on the same model,
+# which buckets it formed: the same ones. (PyTorch builds its buckets from this rule at
+# construction, then rebuilds them after the first step in the order the gradients actually
+# arrived; the tests compare with the rebuilt ones.)
+#
+# ### Exercise 1: `bucket_indices`
+#
+# In `exercises/lab06_data_parallel.py`, write `bucket_indices(param_bytes, param_dtypes, cap_bytes)`
+# — the rule above on plain lists. The cell draws your buckets for this model's parameters at
+# several caps next to DDP's, then grades the exercise.
+
+# %%
+check_your_work("lab06_data_parallel", "bucket_indices", picture=lab.picture("bucket_indices"))
+
+# %% [markdown]
+# ## 3. Overlap: hiding communication behind backward
+#
+# A bucket's all-reduce can start when its last gradient is ready; the buckets share one
+# communication channel, so they run one after another. The last bucket (the first layers and the
+# embeddings) is ready only when backward ends, so its all-reduce is always exposed. With T_comm the
+# buckets' total all-reduce time and t_last the last one's:
+#
+#     T_step = T_fwd + max(T_bwd, T_comm − t_last) + t_last
+#
+# and, without overlap (every all-reduce after backward), T_fwd + T_bwd + T_comm.
+#
+# **Predict first:** a 4-layer GPT of 0.83 M parameters on 2 ranks. Order the three variants —
+# naive (all-reduces after backward), per-parameter overlapped, bucketed (1 MiB) overlapped — from
+# fastest to slowest. Will the model's predictions be within 10 % of the measurements?
+
+# %% tags=["nbval-ignore-output"]
+cfg = GPTConfig(layers=4, hidden=128, heads=4, seq_len=64, vocab=256)
+print(f"{parameter_count(cfg):,} parameters = {parameter_count(cfg) * 4 / 2**20:.1f} MiB of gradients")
+measured = lab.measure_overlap(cfg, batch_per_rank=8, cap_mb=1.0)
+print(lab.overlap_table(measured))
+for name, v in measured.variants.items():
+    real = V.measured_overlap(v.events, v.fwd, v.bwd)
+    display(HTML(figure_to_html(V.overlap_figure(real, f"measured, {name}:"))))
+
+# %% [markdown]
+# How to read it: the model's inputs (forward, backward and each all-reduce) were each measured
+# *alone*, and the "model" column combines them with the formulas. On this 2-core machine the
+# naive and bucketed rows usually land within about 20 % of the model; the per-parameter row
+# scatters more, because dozens of small messages each cost a variable α. Bucketing wins twice:
+# far fewer messages, and the reductions run while backward works. In the pictures, the black ticks are the moments buckets
+# became ready; an orange bar after the end of the blue backward bar is exposed communication.
+#
+# Two things a CPU shows that a GPU hides: backward gets *slower* while all-reduces run beside it
+# (gloo's threads use the same two cores to copy and add), and the per-parameter variant pays
+# many small messages. On GPUs NCCL runs on its own, but it still takes some of the GPU's
+# memory bandwidth.
+#
+# **A common mistake** says overlap is "perfect when T_backward ≈ T_comm". The formula says more:
+# communication is hidden (apart from the last bucket) whenever T_comm − t_last ≤ T_bwd, however
+# much smaller it is. The simulator replays a step from the measured ready times and an α–β fit of
+# the measured all-reduces (Lab 05's fit):
+
+# %% tags=["nbval-ignore-output"]
+alpha, beta = lab.fitted_alpha_beta(measured)
+print(f"fitted: alpha = {alpha * 1e6:.0f} us, bandwidth 1/beta = {1 / beta / 1e9:.2f} GB/s")
+for scale in (0.25, 1.0, 4.0):
+    r = simulate_overlap(measured.ready, measured.nbytes, 2**20, 2, alpha, beta * scale, measured.fwd)
+    print(f"comm x{scale:<4}: T_comm {sum(s.end - s.start for s in r.spans) * 1e3:6.1f} ms, "
+          f"T_bwd {r.t_bwd * 1e3:5.1f} ms -> exposed {r.exposed * 1e3:5.1f} ms")
+
+# %% [markdown]
+# With a quarter of the bandwidth cost, almost nothing is exposed though T_comm is far below
+# T_bwd: no need for the two to be equal. The widget below replays the same step for any bucket
+# cap: small caps pay α many times, one huge bucket cannot start before backward ends.
+
+# %%
+V.overlap_widget(measured.ready, measured.nbytes, 2, alpha, beta, measured.fwd)
+
+# %% [markdown]
+# `benchmarks/data_parallel.py` times our bucketed DDP against PyTorch's `DistributedDataParallel`
+# on the same model, 2 and 4 ranks, in the same processes; its table is in
+# `benchmarks/results/data_parallel.md`.
+#
+# ### Exercise 2: `data_parallel_hooks`
+#
+# Write DDP's core yourself: broadcast rank 0's weights, register a post-accumulate-grad hook on
+# every parameter that requires grad, and in it divide the gradient by the world size and start an
+# asynchronous all-reduce; `finish()` waits for them. Watch out for a weight that two modules share
+# (it must be reduced once) and for frozen parameters. The check trains the GPT on 2 real ranks with
+# your hooks and compares with one process; the grader also checks that every all-reduce started
+# during backward.
+
+# %%
+check_your_work("lab06_data_parallel", "data_parallel_hooks", picture=lab.picture("data_parallel_hooks"))
+
+# %% [markdown]
+# ## 4. The parameter server: BSP, ASP, SSP
+#
+# Before all-reduce became the norm, data parallelism used a **parameter server**: a server holds
+# the parameters; each worker pulls them, computes a gradient on its own data, and pushes it back.
+# The server decides when a worker may go on, which is the **consistency model**:
+#
+# * **BSP** (Bulk Synchronous Parallel): the server waits for every worker's gradient of a clock,
+#   applies their mean, and releases everyone — synchronous SGD, paced by the slowest worker;
+# * **ASP** (Asynchronous Parallel): each gradient is applied on arrival and its worker goes on at
+#   once; gradients may be *stale* (computed on parameters several updates old);
+# * **SSP(s)** (Stale Synchronous Parallel): asynchronous, but no worker may run more than s clocks
+#   ahead of the slowest.
+#
+# (**A common slip** calls these "box synchronous" and "staleness synchronous"; the names are
+# *Bulk* and *Stale* Synchronous Parallel.) Ours is real: rank 0 serves, ranks 1–3 are workers,
+# gradients and parameters travel by `dist.send`/`dist.recv`, and worker 1 is slowed down.
+#
+# **Predict first:** with a persistent straggler three times slower than the others, which of the
+# three finishes first? Which reaches the lowest loss after the same number of iterations?
+
+# %% tags=["nbval-ignore-output"]
+table, runs = lab.ps_compare(workers=3, steps=20, compute_s=0.004, straggler_s=0.008, staleness=2)
+print(table)
+display(HTML(figure_to_html(V.ps_figure(runs))))
+
+# %%
+print({name: r.updates for name, r in runs.items()}, "updates applied;",
+      "BSP staleness:", set(runs["BSP"].staleness), "| BSP final loss", f"{runs['BSP'].loss[-1]:.4f}")
+
+# %% [markdown]
+# All three take about the same time: the straggler has to do its 20 iterations whatever the rule
+# ("clock rule" is the prediction from the iteration times alone, `ssp_makespan`). What differs
+# is the work done meanwhile. BSP applies one averaged update per clock (20 in all) and the fast
+# workers spend most of the run waiting; ASP applies all 60 gradients with no waiting; SSP(2) lets
+# the fast workers run 2 clocks ahead, then holds them. **A common mistake** says ASP "does not
+# work": here it converges further than BSP in the same time, with gradients up to several updates
+# stale. Staleness slows convergence per update and can diverge at large learning rates, which is
+# why SSP bounds it.
+#
+# SSP shines when the slowness moves around — one worker slow now, another later, as with shared
+# machines. The widget simulates the clock rule (`labkit.data_parallel.ssp`, the same rule the
+# server applies): three workers, each slow (3 units) on every third iteration in turn.
+
+# %%
+moving = [[3 if (c + k) % 3 == 0 else 1 for c in range(9)] for k in range(3)]
+V.ssp_widget(moving)
+
+# %% [markdown]
+# BSP finishes at 27: every clock waits for whoever is slow. With s = 1 the slow iterations mostly
+# overlap and the run ends at 16; with s = 2 at 15 — as fast as ASP, with every gradient's
+# staleness still bounded. The staleness
+# histogram (right) is what SSP trades for the speed.
+#
+# ### Why the server is a bottleneck
+#
+# Every step, every worker pushes its whole gradient into the server and pulls the whole model
+# out: the server's link carries 2·W·(model bytes). In a ring all-reduce each rank's link carries
+# 2(W−1)/W·(model bytes), whatever W. Our server counts its bytes; the formula says:
+
+# %%
+workers, dim = 3, 32
+r = runs["BSP"]
+print(f"server bytes counted: in {r.bytes_in}, out {r.bytes_out} for {r.updates} clocks of {workers} workers")
+print(f"formula 2·W·dim·8 bytes per clock (+ small headers): {server_bytes_per_step(workers, dim)}")
+print(lab.server_bytes_table())
+
+# %% [markdown]
+# **A common mistake** says that "communication gets cheaper with more workers". For a ring, the
+# bytes per rank *grow* towards 2× the model (2(W−1)/W → 2), and the latency terms grow with W
+# (2(W−1) messages); for a server, its one link carries W times more. Sharding the server over
+# several machines (as real parameter servers do) divides that load, at the price of more links.
+#
+# ### Exercise 3: `ssp_start_times`
+#
+# Write the clock rule: when does each worker start each iteration under ASP, SSP(s) and BSP?
+# The check draws your timelines the way the widget does and compares with labkit's.
+
+# %%
+check_your_work("lab06_data_parallel", "ssp_start_times", picture=lab.picture("ssp_start_times"))
+
+# %% [markdown]
+# ## 5. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** A model of 1.5 B parameters trains with DDP on 64 GPUs, float32 gradients, ring
+# all-reduce. How many bytes does each GPU send per step?
+#
+# <details><summary>Answer</summary>
+#
+# 2(N−1)/N · S = 2 · 63/64 · 6 GB ≈ **11.8 GB** per GPU per step — almost twice the gradient
+# size, and more than with 8 GPUs (10.5 GB).
+#
+# </details>
+#
+# **Problem 2.** Forward takes 30 ms, backward 60 ms, and the buckets' all-reduces 10, 15, 20 and
+# 15 ms (in the order they become ready; the last one covers the embeddings). What is the step time
+# with overlap, and without?
+#
+# <details><summary>Answer</summary>
+#
+# With: 30 + max(60, 10 + 15 + 20) + 15 = **105 ms**. Without: 30 + 60 + 60 = **150 ms**. The
+# first three buckets (45 ms) fit inside backward; only the last one shows.
+#
+# </details>
+#
+# **Problem 3.** Parameters of 4, 4, 8, 2 and 2 KiB (registration order, one dtype), cap 8 KiB.
+# Which buckets does DDP form?
+#
+# <details><summary>Answer</summary>
+#
+# Walking backwards: 2 + 2 = 4 KiB, then + 8 = 12 ≥ 8 → bucket **[4, 3, 2]**; then 4 + 4 = 8 ≥ 8 →
+# bucket **[1, 0]**.
+#
+# </details>
+#
+# **Problem 4.** Two workers; worker 1's iterations take 1, 4, 1, 1 and worker 2's take 4, 1, 1, 1.
+# When does each finish under BSP, and under SSP with s = 1?
+#
+# <details><summary>Answer</summary>
+#
+# BSP: each clock lasts its slower iteration, 4 + 4 + 1 + 1 = **10** for both. SSP(1): worker 1
+# starts at 0, 1, 5, 6 (its third iteration waits until worker 2 has finished one, at 4; it is
+# already past that at 5) and ends at **7**; worker 2 starts at 0, 4, 5, 6 and ends at **7**.
+#
+# </details>
+#
+# **Problem 5.** A parameter server with 16 workers trains a 100 M-parameter float32 model, one
+# step per second per worker. What bandwidth does the server's link need, and what does a ring
+# all-reduce need per link?
+#
+# <details><summary>Answer</summary>
+#
+# Server: 2 · 16 · 0.4 GB = **12.8 GB/s**. Ring: 2 · 15/16 · 0.4 GB = **0.75 GB/s** per link.
+#
+# </details>
+
+# %%
+# The answers above, computed (the tests check the same numbers).
+print(round(2 * 63 / 64 * 1.5e9 * 4 / 1e9, 1), round(2 * 7 / 8 * 1.5e9 * 4 / 1e9, 1))
+print(round(overlap_step_time(30, 60, [10, 15, 20, 15])), 30 + 60 + 60)
+print(assign_buckets([torch.empty(k * 256) for k in (4, 4, 8, 2, 2)], 8 * 1024))
+print(ssp_start_times([[1, 4, 1, 1], [4, 1, 1, 1]], 1), ssp_start_times([[1, 4, 1, 1], [4, 1, 1, 1]], 0))
+print(server_bytes_per_step(16, 10**8, 4) / 1e9, round(2 * 15 / 16 * 0.4, 2))
+
+# %% [markdown]
+# ## Further reading
+#
+# * S. Li et al., *PyTorch Distributed: Experiences on Accelerating Data Parallel Training*,
+#   VLDB 2020 — DDP's buckets, hooks and overlap.
+# * M. Li et al., *Scaling Distributed Machine Learning with the Parameter Server*, OSDI 2014.
+# * Q. Ho et al., *More Effective Distributed ML via a Stale Synchronous Parallel Parameter
+#   Server*, NeurIPS 2013.
+# * A. Sergeev and M. Del Balso, *Horovod: fast and easy distributed deep learning in
+#   TensorFlow*, 2018 — ring all-reduce for data parallelism.
+# * PyTorch, *DistributedDataParallel notes*:
+#   <https://pytorch.org/docs/stable/notes/ddp.html>.
+#
+# ## Summary
+#
+# * Data parallelism averages the ranks' gradients with an all-reduce; the result equals one
+#   process on the whole batch, up to the order of floating-point sums.
+# * Buckets are filled in reverse registration order (the order backward makes gradients) and
+#   reduced as soon as they are full — the same buckets as PyTorch's DDP.
+# * T_step = T_fwd + max(T_bwd, T_comm − t_last) + t_last: communication hides behind backward
+#   whenever it is shorter, except the last bucket.
+# * BSP is paced by the slowest worker; ASP never waits but uses stale gradients; SSP bounds
+#   the staleness and absorbs stragglers that move around.
+# * A parameter server's link carries 2·W·model bytes per step; a ring link carries under twice
+#   the model, whatever W.
+#
+# **Exercises** (in `exercises/lab06_data_parallel.py`): `bucket_indices`, `data_parallel_hooks`,
+# `ssp_start_times`; each has a "check your work" cell above. Grade all three with
+# `python -m labkit.grade --lab 06` (or `make grade LAB=06`).
