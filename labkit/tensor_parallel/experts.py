@@ -1,0 +1,217 @@
+"""Expert parallelism: a mixture-of-experts layer whose experts live on different ranks.
+
+A **router** (a linear layer, replicated) scores each token against E experts; each token goes
+to its top-k experts, weighted by its renormalised router probabilities (the *gates*). Experts
+are MLPs. Each expert takes at most ``capacity = ceil(capacity_factor · k · T / E)`` tokens from
+a group of T tokens (GShard, Lepikhin et al. 2020; Switch Transformer, Fedus et al. 2021):
+choices are served in priority order — every token's first choice, in token order, then every
+token's second choice, and so on — and a choice that finds its expert full is **dropped** (it
+contributes nothing; in a transformer the residual connection carries the token on).
+
+With P ranks, rank r holds experts r·E/P … (r+1)·E/P − 1 and its own group of tokens (its slice
+of the batch). The layer (`ExpertParallelMoE`) runs:
+
+    route locally -> dispatch buffer (E, capacity, h) -> all-to-all -> local experts
+                  -> all-to-all back -> combine with the gates
+
+Each all-to-all moves, from every rank to every other, one (E/P, capacity, h) block: rank r
+sends and receives (P−1)/P · E · capacity · h elements per all-to-all, four per training step
+(two forward, two backward). `all_to_all` builds it from point-to-point messages (P−1 rounds; in
+round s, rank r sends to r+s and receives from r−s) and is checked against
+``dist.all_to_all_single``. `moe_reference` is the same layer in one process, group by group.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from labkit.checks import check_int, check_real
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    """``experts`` E, each an MLP hidden → ``ffn`` → hidden; ``top_k`` experts per token;
+    ``capacity_factor`` (slots per expert = ceil(factor · k · tokens / E))."""
+
+    hidden: int = 16
+    experts: int = 4
+    ffn: int = 32
+    top_k: int = 2
+    capacity_factor: float = 1.25
+
+    def __post_init__(self):
+        for name in ("hidden", "experts", "ffn"):
+            check_int("MoEConfig", name, getattr(self, name), minimum=1)
+        check_int("MoEConfig", "top_k", self.top_k, minimum=1, maximum=self.experts)
+        check_real("MoEConfig", "capacity_factor", self.capacity_factor, positive=True)
+
+    def capacity(self, tokens: int) -> int:
+        """Slots per expert for a group of ``tokens`` tokens."""
+        return math.ceil(self.capacity_factor * self.top_k * tokens / self.experts)
+
+
+class Expert(nn.Module):
+    def __init__(self, cfg: MoEConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.hidden, cfg.ffn)
+        self.proj = nn.Linear(cfg.ffn, cfg.hidden)
+
+    def forward(self, x):                          # (..., h) -> (..., h)
+        return self.proj(F.gelu(self.fc(x)))
+
+
+class MoE(nn.Module):
+    """All E experts and the router, in one process (the weights every version starts from)."""
+
+    def __init__(self, cfg: MoEConfig, seed: int = 0, dtype: torch.dtype = torch.float64):
+        super().__init__()
+        self.cfg = cfg
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.router = nn.Linear(cfg.hidden, cfg.experts, bias=False)
+            self.experts = nn.ModuleList(Expert(cfg) for _ in range(cfg.experts))
+        self.to(dtype)
+
+    def forward(self, x: torch.Tensor, groups: int = 1):
+        return moe_reference(self, x, groups)
+
+
+@dataclass
+class Routing:
+    """One group's routing: ``slot`` (T, k) position of each choice in its expert's buffer, −1 if
+    dropped; ``expert`` (T, k) and ``gate`` (T, k) of each choice; ``capacity``; ``dropped`` count."""
+
+    expert: torch.Tensor
+    gate: torch.Tensor
+    slot: torch.Tensor
+    capacity: int
+    dropped: int
+
+
+def route(router: nn.Module, x: torch.Tensor, cfg: MoEConfig) -> Routing:
+    """Top-k routing of a group of tokens x (T, h) with capacity (module docstring)."""
+    T = x.shape[0]
+    probs = torch.softmax(router(x), dim=-1)                        # (T, E)
+    top, expert = probs.topk(cfg.top_k, dim=-1)                     # (T, k)
+    gate = top / top.sum(dim=-1, keepdim=True)
+    capacity = cfg.capacity(T)
+    slot = torch.full((T, cfg.top_k), -1, dtype=torch.int64)
+    filled = [0] * cfg.experts
+    for j in range(cfg.top_k):                                      # first choices first
+        for t in range(T):
+            e = int(expert[t, j])
+            if filled[e] < capacity:
+                slot[t, j] = filled[e]
+                filled[e] += 1
+    return Routing(expert, gate, slot, capacity, int((slot < 0).sum()))
+
+
+def dispatch(x: torch.Tensor, r: Routing, experts: int) -> torch.Tensor:
+    """The (E, capacity, h) buffer of tokens per expert slot (zeros in unused slots)."""
+    buf = x.new_zeros(experts, r.capacity, x.shape[1])
+    kept = r.slot >= 0
+    t_idx, j_idx = kept.nonzero(as_tuple=True)
+    return buf.index_put((r.expert[t_idx, j_idx], r.slot[t_idx, j_idx]), x[t_idx])
+
+
+def combine(out: torch.Tensor, r: Routing) -> torch.Tensor:
+    """y (T, h) = Σ over kept choices of gate · expert output at that choice's slot."""
+    T, k = r.slot.shape
+    y = out.new_zeros(T, out.shape[2])
+    kept = r.slot >= 0
+    t_idx, j_idx = kept.nonzero(as_tuple=True)
+    contrib = out[r.expert[t_idx, j_idx], r.slot[t_idx, j_idx]] * r.gate[t_idx, j_idx, None]
+    return y.index_add(0, t_idx, contrib)
+
+
+def moe_reference(moe: MoE, x: torch.Tensor, groups: int = 1):
+    """One process: x (N, h) cut into ``groups`` equal groups, each routed with its own capacity.
+    Returns (y (N, h), dropped choices in all)."""
+    check_int("moe_reference", "groups", groups, minimum=1)
+    if x.dim() != 2 or x.shape[0] % groups:
+        raise ValueError(f"moe_reference: x must be (tokens, hidden) with tokens divisible by groups={groups}, "
+                         f"got {tuple(x.shape)}")
+    ys, dropped = [], 0
+    for xg in x.chunk(groups):
+        r = route(moe.router, xg, moe.cfg)
+        buf = dispatch(xg, r, moe.cfg.experts)                       # (E, C, h)
+        out = torch.stack([moe.experts[e](buf[e]) for e in range(moe.cfg.experts)])
+        ys.append(combine(out, r))
+        dropped += r.dropped
+    return torch.cat(ys), dropped
+
+
+# --------------------------------------------------------------------------- all-to-all
+
+def all_to_all(chunks: list[torch.Tensor], stats: dict | None = None) -> list[torch.Tensor]:
+    """Rank r sends ``chunks[q]`` to rank q and returns what every rank q sent it (index q), all
+    chunks of one shape. P−1 rounds of paired isend/irecv; ``stats`` counts bytes_sent/messages."""
+    rank, P = dist.get_rank(), dist.get_world_size()
+    if len(chunks) != P or any(c.shape != chunks[0].shape for c in chunks):
+        raise ValueError(f"all_to_all: need {P} chunks of one shape, got {[tuple(c.shape) for c in chunks]}")
+    out = [None] * P
+    out[rank] = chunks[rank].clone()
+    for s in range(1, P):
+        dst, src = (rank + s) % P, (rank - s) % P
+        send = chunks[dst].contiguous()
+        recv = torch.empty_like(send)
+        ops = [dist.P2POp(dist.isend, send, dst), dist.P2POp(dist.irecv, recv, src)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        out[src] = recv
+        if stats is not None:
+            stats["bytes_sent"] = stats.get("bytes_sent", 0) + send.numel() * send.element_size()
+            stats["messages"] = stats.get("messages", 0) + 1
+    return out
+
+
+class _AllToAll(torch.autograd.Function):
+    """Forward: all_to_all over the leading dim cut in P blocks; backward: the same exchange of the
+    gradients, which sends every block back where it came from."""
+
+    @staticmethod
+    def forward(ctx, x, stats):
+        ctx.stats = stats
+        return torch.cat(all_to_all(list(x.chunk(dist.get_world_size())), stats))
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.cat(all_to_all(list(g.chunk(dist.get_world_size())), ctx.stats)), None
+
+
+class ExpertParallelMoE(nn.Module):
+    """This rank's share of an `MoE`: the replicated router and experts r·E/P … (r+1)·E/P − 1.
+
+    ``forward(x)`` takes this rank's group of tokens x (T, h) and returns (y (T, h), dropped).
+    ``stats`` accumulates bytes sent by the all-to-alls (forward and backward)."""
+
+    def __init__(self, moe: MoE):
+        super().__init__()
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        E = moe.cfg.experts
+        if E % self.world:
+            raise ValueError(f"ExpertParallelMoE: {E} experts do not split evenly over {self.world} ranks")
+        self.cfg, self.local = moe.cfg, E // self.world
+        self.router = moe.router
+        first = self.rank * self.local
+        self.experts = nn.ModuleList(moe.experts[first:first + self.local])
+        self.stats: dict = {}
+
+    def forward(self, x: torch.Tensor):
+        r = route(self.router, x, self.cfg)
+        buf = dispatch(x, r, self.cfg.experts)                      # (E, C, h), block q for rank q
+        got = _AllToAll.apply(buf, self.stats)                      # (P·E/P, C, h): from each rank, my experts
+        got = got.view(self.world, self.local, r.capacity, -1)      # (P, E/P, C, h)
+        out = torch.stack([self.experts[e](got[:, e]) for e in range(self.local)], dim=1)
+        back = _AllToAll.apply(out.reshape(self.cfg.experts, r.capacity, -1), self.stats)   # (E, C, h)
+        return combine(back, r), r.dropped
+
+
+def all_to_all_bytes(cfg: MoEConfig, tokens: int, world: int, itemsize: int) -> int:
+    """Bytes one rank sends in one all-to-all: (P−1) blocks of E/P · capacity · h elements."""
+    return (world - 1) * (cfg.experts // world) * cfg.capacity(tokens) * cfg.hidden * itemsize
