@@ -71,6 +71,13 @@ def test_solutions_score_full_marks(solution_rows):
 def test_stubs_score_zero():
     rows = grade.score_table(grade.run_graded_tests("exercises"))
     assert rows and all(r["score"] == 0 for r in rows), [(r["exercise"], r["score"]) for r in rows]
+    # so check_your_work may print an untouched stub's verdict without a grading run:
+    from labkit.grading.check import is_untouched_stub, max_points
+
+    for r in rows:
+        module = next(s for s in SOLUTIONS if s[3:5] == r["lab"])
+        assert is_untouched_stub(getattr(grading.load(module, "exercises"), r["exercise"])), r["exercise"]
+        assert max_points(module, r["exercise"]) == r["max_score"], r["exercise"]
 
 
 @pytest.mark.parametrize("case", KNOWN_WRONG, ids=lambda p: p.name)

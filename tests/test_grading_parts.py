@@ -131,7 +131,7 @@ def test_a_violation_inside_one_exercise_costs_only_that_exercise():
 
 
 def test_check_your_work_on_a_stub_is_friendly_and_one_line(capsys):
-    from labkit.grading.check import check_your_work, grade_one
+    from labkit.grading.check import check_your_work, grade_one, max_points
 
     assert check_your_work("lab08_pipeline", "bubble_fraction", picture=lambda fn: fn(4, 8)) is None
     out = capsys.readouterr().out.splitlines()
@@ -141,3 +141,21 @@ def test_check_your_work_on_a_stub_is_friendly_and_one_line(capsys):
                    "Fill it in in exercises/lab08_pipeline.py, then run this cell again.",
                    f"grader: bubble_fraction 0/{row['max_score']} - not implemented yet"]
     assert all(len(line) <= 100 for line in out)
+    assert max_points("lab08_pipeline", "bubble_fraction") == row["max_score"]
+
+
+def test_untouched_stub_detection():
+    """What check_your_work counts as an untouched stub (tests/test_grading.py checks every shipped
+    stub is one, and that it scores what the grader gives it)."""
+    from labkit.grading.check import is_untouched_stub
+
+    def partly(x):
+        """doc"""
+        if x:
+            return 1
+        raise NotImplementedError("hint")
+
+    def lone(x):
+        raise NotImplementedError("hint: ...")
+
+    assert not is_untouched_stub(partly) and is_untouched_stub(lone) and not is_untouched_stub(len)

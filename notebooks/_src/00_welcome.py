@@ -143,14 +143,14 @@ except TimeoutError as err:
 # The grader runs your file in a separate, sandboxed process, feeds it inputs drawn at random when
 # grading starts, and checks what comes back against its own reference answers. It prints a score per
 # exercise and one line for every point lost. Each exercise has a time budget, so a hang or crash
-# costs only that exercise. Here is the grade of the untouched stubs of Lab 05 (all zero), then of
+# costs only that exercise. Here is the grade of the untouched stubs of Lab 02 (all zero), then of
 # the reference solutions (full marks):
 
 # %%
 from labkit import grade
 
 for which in ("exercises", "solutions"):
-    rows = grade.score_table(grade.run_graded_tests(which, lab="05"))
+    rows = grade.score_table(grade.run_graded_tests(which, lab="02"))
     print(f"--- {which}")
     print(grade.format_table(rows))
 
@@ -164,10 +164,11 @@ for which in ("exercises", "solutions"):
 # | 03 | tiled matmul: cache and register tiling, GPU traffic models |
 # | 04 | Triton kernels: add, fused softmax, tiled matmul, layer norm, fused attention |
 # | 05 | collectives: the seven primitives, ring / tree / recursive doubling, α–β model |
+# | 06 | data parallelism: DDP from scratch, buckets, overlap, the parameter server |
 # | 08 | pipeline parallelism: GPipe, 1F1B, interleaving, simulator and real executor |
 #
-# Labs 06, 07 and 09–12 (data, tensor parallelism, memory, ZeRO, 3D parallelism, fault tolerance)
-# follow the same pattern and are being written.
+# Labs 07 and 09–13 (tensor parallelism, memory, ZeRO, 3D parallelism, fault tolerance, ML
+# compilers) follow the same pattern and are being written.
 #
 # **Summary.** `labkit.env.report()` tells you what you are running on; `labkit.dist.launch` runs
 # real ranks with bounded time and clear errors; `python -m labkit.grade` scores your exercises.
