@@ -6,6 +6,7 @@ import torch
 from labkit.data_parallel import assign_buckets, lab
 from labkit.data_parallel.overlap import overlap_step_time, simulate_overlap
 from labkit.data_parallel.param_server import server_bytes_per_step
+from labkit.data_parallel.scaling import amdahl_speedup, gustafson_speedup
 from labkit.data_parallel.ssp import ssp_makespan, ssp_start_times
 from labkit.viz import data_parallel as V
 
@@ -43,6 +44,20 @@ def test_parameter_server_comparison():
     assert table.column("clock rule") == [pytest.approx(6 * 0.003)] * 3    # the straggler sets the pace
     bsp = runs["BSP"]
     assert bsp.bytes_in + bsp.bytes_out == bsp.updates * (server_bytes_per_step(2, 32) + 4 * 8 * 2)
+
+
+def test_scaling_large_batch_compression_and_local_sgd_tables():
+    from labkit.model import GPTConfig
+
+    tiny = GPTConfig(layers=1, hidden=16, heads=2, seq_len=8, vocab=32)
+    strong, weak, s_a, s_g = lab.scaling_tables(tiny, worlds=(1, 2), global_batch=4, per_rank=2)
+    assert strong.column("ranks") == [1, 2] and strong.column("speedup")[0] == 1.0
+    assert strong.column("Amdahl fit")[1] == pytest.approx(amdahl_speedup(min(max(s_a, 0), 1), 2))
+    assert weak.column("Gustafson fit")[1] == pytest.approx(gustafson_speedup(min(max(s_g, 0), 1), 2))
+    lb = lab.large_batch_table(tiny, samples=64, batches=(8, 32))
+    assert lb.column("steps") == [8, 2] and lb.column("linear lr") == [0.1, pytest.approx(0.4)]
+    assert lab.compression_table(tiny, steps=2).column("method") == ["dense", "topk", "topk+ef", "sign+ef"]
+    assert lab.local_sgd_table(tiny, total_steps=4, local_steps=(1, 4)).column("averages") == [4, 1]
 
 
 def test_server_bytes_table():
@@ -83,5 +98,6 @@ def test_worked_problems():
     assert ssp_start_times(d, 1) == [[0, 1, 5, 6], [0, 4, 5, 6]] and ssp_makespan(d, 1) == 7
     assert ssp_makespan(d, 0) == 10
     assert server_bytes_per_step(16, 10**8, 4) / 1e9 == 12.8                         # problem 5
+    assert round(gustafson_speedup(0.2, 8), 2) == 6.6 and round(amdahl_speedup(0.2, 8), 2) == 3.33  # 6
     moving = [[3 if (c + k) % 3 == 0 else 1 for c in range(9)] for k in range(3)]  # the widget's text
     assert [ssp_makespan(moving, s) for s in (0, 1, 2, None)] == [27, 16, 15, 15]

@@ -7,6 +7,10 @@
     fitted_alpha_beta(measured)        α, β of the all-reduce, fitted to the measured bucket times
     ps_compare(...)                    BSP, ASP, SSP on a real parameter server, with a straggler
     server_bytes_table(...)            bytes on the server's link vs on any link of a ring
+    scaling_tables(cfg, ...)           strong and weak scaling measured, Amdahl/Gustafson fitted
+    large_batch_table(cfg, ...)        loss after a fixed number of samples vs batch and LR rule
+    compression_table(cfg, ...)        dense vs top-k / 1-bit (with error feedback): bytes and loss
+    local_sgd_table(cfg, ...)          FedAvg: average every H steps; bytes and loss
     picture(exercise)                  a learner's function drawn the way the lab draws ours
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
@@ -167,6 +171,78 @@ def server_bytes_table(workers=(2, 4, 8, 16, 64), params: int = 10**8, itemsize:
     return Table(["workers", "server link GB/step", "ring link GB/step", "ratio"], rows,
                  formats={"server link GB/step": ".1f", "ring link GB/step": ".2f", "ratio": ".1f"},
                  title=f"{params:.0e} parameters of {itemsize} bytes")
+
+
+# --------------------------------------------------------------------------- scaling, large batch
+
+def scaling_tables(cfg: GPTConfig, worlds=(1, 2), global_batch: int = 16, per_rank: int = 8):
+    """(strong Table, weak Table, s_amdahl, s_gustafson): DDP steps measured on real ranks, speedup
+    and efficiency η, with the serial fractions fitted to them and each law's prediction."""
+    from labkit.data_parallel import scaling as S
+
+    strong = S.measure_scaling(cfg, worlds, global_batch=global_batch)
+    weak = S.measure_scaling(cfg, worlds, per_rank=per_rank)
+    ns = [p.world for p in strong]
+    s_a = S.fit_amdahl(ns, [p.step_s for p in strong])
+    speedups = [p.world * weak[0].step_s / p.step_s for p in weak]
+    s_g = S.fit_gustafson(ns, speedups)
+    rows = [(p.world, p.per_rank, p.step_s * 1e3, strong[0].step_s / p.step_s,
+             S.amdahl_speedup(min(max(s_a, 0.0), 1.0), p.world), strong[0].step_s / p.step_s / p.world)
+            for p in strong]
+    t_strong = Table(["ranks", "per rank", "step ms", "speedup", "Amdahl fit", "efficiency"], rows,
+                     formats={"step ms": ".1f", "speedup": ".2f", "Amdahl fit": ".2f", "efficiency": ".2f"},
+                     title=f"strong scaling, {global_batch} sequences in all: serial fraction s = {s_a:.2f}")
+    rows = [(p.world, p.per_rank, p.step_s * 1e3, sp, S.gustafson_speedup(min(max(s_g, 0.0), 1.0), p.world),
+             sp / p.world) for p, sp in zip(weak, speedups)]
+    t_weak = Table(["ranks", "per rank", "step ms", "scaled speedup", "Gustafson fit", "efficiency"], rows,
+                   formats={"step ms": ".1f", "scaled speedup": ".2f", "Gustafson fit": ".2f", "efficiency": ".2f"},
+                   title=f"weak scaling, {per_rank} sequences per rank: serial fraction s = {s_g:.2f}")
+    return t_strong, t_weak, s_a, s_g
+
+
+LB_CFG = GPTConfig(layers=2, hidden=32, heads=2, seq_len=16, vocab=32)
+
+
+def large_batch_table(cfg: GPTConfig = LB_CFG, samples: int = 2048, batches=(8, 32, 128, 512),
+                      lr0: float = 0.1, base_batch: int = 8) -> Table:
+    """Held-out loss after ``samples`` sequences, per batch size and LR rule (inf = diverged)."""
+    from labkit.data_parallel.large_batch import RULES, loss_after, scaled_lr
+
+    rows = []
+    for b in batches:
+        lrs = [scaled_lr(rule, lr0, b, base_batch) for rule in RULES]
+        losses = [loss_after(cfg, samples, b, lr) for lr in lrs]
+        rows.append((b, samples // b, *[f"{x:.3f}" if x < 10 else "diverged" for x in losses], lrs[1]))
+    return Table(["batch", "steps", "lr fixed", "lr linear", "lr sqrt", "linear lr"], rows,
+                 formats={"linear lr": ".2f"},
+                 title=f"loss after {samples} sequences (ln 4 = 1.386 is the floor); base lr {lr0} at batch {base_batch}")
+
+
+def compression_table(cfg: GPTConfig = LB_CFG, steps: int = 60, ratio: float = 0.01) -> Table:
+    """Dense vs compressed gradient averaging on 2 ranks: bytes sent per rank per step, and loss."""
+    from labkit.data_parallel.compression import METHODS, train_compressed
+
+    rows = []
+    for m in METHODS:
+        r = train_compressed(cfg, m, steps=steps, ratio=ratio)
+        rows.append((m, r["bytes_per_step"], r["final_loss"]))
+    dense = rows[0][1]
+    return Table(["method", "bytes/rank/step", "held-out loss", "bytes vs dense"],
+                 [(m, int(b), loss, f"1/{dense / b:.0f}" if b < dense else "1") for m, b, loss in rows],
+                 formats={"held-out loss": ".3f"},
+                 title=f"2 ranks, {steps} SGD steps, top-k keeps {ratio:.0%} of the entries")
+
+
+def local_sgd_table(cfg: GPTConfig = LB_CFG, total_steps: int = 64, local_steps=(1, 4, 16)) -> Table:
+    """Local SGD on 2 ranks for the same number of steps, averaging every H: bytes and loss."""
+    from labkit.data_parallel.local_sgd import local_sgd
+
+    rows = []
+    for h in local_steps:
+        r = local_sgd(cfg, h, total_steps // h)
+        rows.append((h, total_steps // h, int(r["bytes"]), r["losses"][-1]))
+    return Table(["H (steps between averages)", "averages", "bytes sent per rank", "held-out loss"], rows,
+                 formats={"held-out loss": ".3f"}, title=f"2 ranks, {total_steps} SGD steps each")
 
 
 # --------------------------------------------------------------------------- check your work

@@ -16,7 +16,9 @@
 # 3. predict a step's time with the overlap model T = T_fwd + max(T_bwd, T_comm − t_last) + t_last,
 #    and measure naive, per-parameter and bucketed all-reduces against it;
 # 4. compare BSP, ASP and SSP on a real parameter server, and explain why its one link becomes
-#    the bottleneck that a ring all-reduce avoids.
+#    the bottleneck that a ring all-reduce avoids;
+# 5. fit Amdahl's and Gustafson's laws to measured scaling, and measure what large batches,
+#    gradient compression and local SGD do to the loss.
 #
 # The model throughout is `labkit.model.GPT`, a small GPT (embeddings, pre-norm attention and MLP
 # blocks, a tied output layer) that Labs 07 and 09–12 use too. Every rank here is a real process
@@ -246,8 +248,11 @@ V.ssp_widget(moving)
 # %%
 workers, dim = 3, 32
 r = runs["BSP"]
-print(f"server bytes counted: in {r.bytes_in}, out {r.bytes_out} for {r.updates} clocks of {workers} workers")
-print(f"formula 2·W·dim·8 bytes per clock (+ small headers): {server_bytes_per_step(workers, dim)}")
+headers = (3 + 1) * 8 * workers       # a push carries 3 numbers besides the gradient, a reply 1
+print(f"server bytes counted: in {r.bytes_in} + out {r.bytes_out} over {r.updates} clocks "
+      f"= {(r.bytes_in + r.bytes_out) // r.updates} per clock")
+print(f"formula 2·W·dim·8 = {server_bytes_per_step(workers, dim)}, + headers {headers} "
+      f"= {server_bytes_per_step(workers, dim) + headers}")
 print(lab.server_bytes_table())
 
 # %% [markdown]
@@ -265,7 +270,73 @@ print(lab.server_bytes_table())
 check_your_work("lab06_data_parallel", "ssp_start_times", picture=lab.picture("ssp_start_times"))
 
 # %% [markdown]
-# ## 5. Worked problems
+# ## 5. How far does it scale?
+#
+# **Strong scaling** keeps the total batch and adds ranks; **weak scaling** keeps the batch per rank.
+# Two laws describe them with one number, the **serial fraction** s — the share of time that does
+# not shrink with more ranks (here: communication, Python overhead, the ranks sharing two cores):
+#
+# * Amdahl (strong): t(n) = t(1)·(s + (1 − s)/n), speedup 1/(s + (1 − s)/n), never above 1/s;
+# * Gustafson (weak): scaled speedup n − s·(n − 1), with s the serial fraction of the *parallel*
+#   run.
+#
+# **A common slip** writes Gustafson's law with the *parallel* fraction p in place of s. With
+# s = 0.1 on 10 ranks the law gives 10 − 0.1·9 = 9.1; putting p = 0.9 there gives 1.9 — a
+# different (and wrong) answer. Efficiency η = speedup / n. Measured on this machine with our DDP
+# (this 2-core machine can only show 1 and 2 ranks honestly, so two points fix s exactly):
+
+# %% tags=["nbval-ignore-output"]
+from labkit.data_parallel.scaling import amdahl_speedup, gustafson_speedup
+
+strong, weak, s_a, s_g = lab.scaling_tables(cfg, worlds=(1, 2))
+print(strong)
+print(weak)
+for n in (8, 64, 1024):
+    print(f"n = {n:4d}: Amdahl {amdahl_speedup(s_a, n):5.2f}x (ceiling 1/s = {1 / s_a:.1f}), "
+          f"Gustafson {gustafson_speedup(s_g, n):7.1f}x")
+
+# %% [markdown]
+# The same machine looks poor under Amdahl (a fixed problem soon stops speeding up) and fine under
+# Gustafson (a problem that grows with the machine keeps the ranks busy). Data parallelism is weak
+# scaling: more ranks, bigger global batch. Which brings its own limit:
+#
+# ### Large batches
+#
+# N ranks with b sequences each compute one step of batch N·b (section 1). For a fixed number of
+# training samples, a bigger batch means fewer steps. Keep the learning rate and the model falls
+# behind; scale it **linearly** with the batch (lr ∝ B, Goyal et al.) or with its **square root**
+# (lr ∝ √B). **Predict first:** which rule wins at 4× the base batch, and at 64×?
+
+# %%
+print(lab.large_batch_table())
+
+# %% [markdown]
+# At 4× the linear rule wins; by 16× its step is too large (worse than not scaling at all), and at
+# 64× it diverges, while the square-root rule still helps. Every large batch ends above the small
+# one: for this model, the same samples in fewer, bigger steps learn less. Real training pushes
+# the limit further with warm-up and optimizers such as LAMB, but the limit exists.
+#
+# ### Sending less: compression and local SGD
+#
+# Two ways to cut the bytes. **Compression**: send only the largest 1 % of each gradient (top-k,
+# values and indices), or one bit per entry plus a scale (1-bit SGD). With **error feedback** each
+# rank keeps what it did not send and adds it to the next gradient, so nothing is lost for good.
+# **Local SGD** (FedAvg): take H steps alone, then average the parameters once.
+
+# %%
+print(lab.compression_table())
+print(lab.local_sgd_table())
+
+# %% [markdown]
+# Top-k without error feedback throws information away and learns much less; with it, 33× fewer
+# bytes cost little. The 1-bit method even beats dense SGD here: sign·mean|g| takes equal-sized
+# steps in every coordinate, which for this model acts like a larger learning rate — a reminder to
+# compare methods at their own best learning rates. Averaging every 16 steps sends 16× fewer bytes
+# for nearly the same loss; with H = 1 local SGD *is* data-parallel SGD (the tests check it to
+# rounding).
+
+# %% [markdown]
+# ## 6. Worked problems
 #
 # Try each before opening the answer.
 #
@@ -320,6 +391,17 @@ check_your_work("lab06_data_parallel", "ssp_start_times", picture=lab.picture("s
 # Server: 2 · 16 · 0.4 GB = **12.8 GB/s**. Ring: 2 · 15/16 · 0.4 GB = **0.75 GB/s** per link.
 #
 # </details>
+#
+# **Problem 6.** A data-parallel run on 8 GPUs spends 20 % of its step time in serial work. What
+# scaled speedup does Gustafson's law give? If instead 20 % of a *fixed* problem's one-GPU time
+# were serial, what speedup would 8 GPUs give, and what could no number of GPUs exceed?
+#
+# <details><summary>Answer</summary>
+#
+# Gustafson: 8 − 0.2 · 7 = **6.6**. Amdahl: 1 / (0.2 + 0.8/8) ≈ **3.33**, and never more than
+# 1/0.2 = **5**.
+#
+# </details>
 
 # %%
 # The answers above, computed (the tests check the same numbers).
@@ -328,6 +410,7 @@ print(round(overlap_step_time(30, 60, [10, 15, 20, 15])), 30 + 60 + 60)
 print(assign_buckets([torch.empty(k * 256) for k in (4, 4, 8, 2, 2)], 8 * 1024))
 print(ssp_start_times([[1, 4, 1, 1], [4, 1, 1, 1]], 1), ssp_start_times([[1, 4, 1, 1], [4, 1, 1, 1]], 0))
 print(server_bytes_per_step(16, 10**8, 4) / 1e9, round(2 * 15 / 16 * 0.4, 2))
+print(round(gustafson_speedup(0.2, 8), 2), round(amdahl_speedup(0.2, 8), 2), round(1 / 0.2, 2))
 
 # %% [markdown]
 # ## Further reading
@@ -337,6 +420,12 @@ print(server_bytes_per_step(16, 10**8, 4) / 1e9, round(2 * 15 / 16 * 0.4, 2))
 # * M. Li et al., *Scaling Distributed Machine Learning with the Parameter Server*, OSDI 2014.
 # * Q. Ho et al., *More Effective Distributed ML via a Stale Synchronous Parallel Parameter
 #   Server*, NeurIPS 2013.
+# * P. Goyal et al., *Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour*, 2017.
+# * Y. Lin et al., *Deep Gradient Compression*, ICLR 2018; F. Seide et al., *1-Bit Stochastic
+#   Gradient Descent*, Interspeech 2014.
+# * B. McMahan et al., *Communication-Efficient Learning of Deep Networks from Decentralized
+#   Data*, AISTATS 2017 (FedAvg).
+# * J. Gustafson, *Reevaluating Amdahl's Law*, CACM 1988.
 # * A. Sergeev and M. Del Balso, *Horovod: fast and easy distributed deep learning in
 #   TensorFlow*, 2018 — ring all-reduce for data parallelism.
 # * PyTorch, *DistributedDataParallel notes*:
@@ -354,6 +443,9 @@ print(server_bytes_per_step(16, 10**8, 4) / 1e9, round(2 * 15 / 16 * 0.4, 2))
 #   the staleness and absorbs stragglers that move around.
 # * A parameter server's link carries 2·W·model bytes per step; a ring link carries under twice
 #   the model, whatever W.
+# * Amdahl (strong scaling) and Gustafson (weak scaling) both use the serial fraction s; data
+#   parallelism grows the batch, and large batches need a scaled learning rate — up to a limit.
+# * Compression with error feedback and local SGD cut bytes by 16–33× here for little loss.
 #
 # **Exercises** (in `exercises/lab06_data_parallel.py`): `bucket_indices`, `data_parallel_hooks`,
 # `ssp_start_times`; each has a "check your work" cell above. Grade all three with
