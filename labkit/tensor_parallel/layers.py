@@ -1,0 +1,84 @@
+"""Column- and row-parallel linear layers (Megatron-LM, Shoeybi et al. 2019).
+
+A linear layer y = x·Wᵀ + b with W of shape (out, in) splits two ways over t ranks:
+
+- **column-parallel**: rank r keeps rows r·out/t … of W (output features) and of b. Its input is
+  the full x (entering through f: identity forward, all-reduce backward); its output is this rank's
+  slice of y's features — kept split by default (``gather_output=False``), as Megatron does when a
+  row-parallel layer follows.
+- **row-parallel**: rank r keeps columns r·in/t … of W (input features). Its input is already
+  split (``input_is_parallel=True``: the previous column-parallel output); each rank's product is a
+  partial sum, added up by g (all-reduce forward, identity backward); b is added once, after.
+
+`from_linear(linear)` takes this rank's slice of a full ``nn.Linear``, so a test can compare the
+split layer with the unsplit one.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from labkit.tensor_parallel.comm import copy_to_tp, gather_last, reduce_from_tp, split_last
+
+
+def tp_rank_world(fn: str, size: int, what: str) -> tuple[int, int]:
+    """(rank, world) of the current group; one-line ValueError unless ``size`` splits evenly."""
+    if not dist.is_initialized():
+        raise RuntimeError(f"{fn}: no process group; run inside labkit.dist.launch (or torchrun)")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if size % world:
+        raise ValueError(f"{fn}: {what} ({size}) must be divisible by the number of ranks ({world})")
+    return rank, world
+
+
+def _check_width(fn: str, x: torch.Tensor, width: int) -> None:
+    if x.shape[-1] != width:
+        raise ValueError(f"{fn}: input has {x.shape[-1]} features in its last dim, this rank expects {width}")
+
+
+class ColumnParallelLinear(nn.Module):
+    """This rank's output features of a linear layer: weight (out/t, in), bias (out/t,)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, gather_output: bool = False):
+        super().__init__()
+        self.weight = nn.Parameter(weight)
+        self.bias = nn.Parameter(bias) if bias is not None else None
+        self.gather_output = gather_output
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, gather_output: bool = False) -> "ColumnParallelLinear":
+        rank, world = tp_rank_world("ColumnParallelLinear", linear.out_features, "out_features")
+        w = linear.weight.detach().chunk(world, dim=0)[rank].clone()
+        b = None if linear.bias is None else linear.bias.detach().chunk(world)[rank].clone()
+        return cls(w, b, gather_output)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:           # (..., in) -> (..., out/t) or (..., out)
+        _check_width("ColumnParallelLinear", x, self.weight.shape[1])
+        y = F.linear(copy_to_tp(x), self.weight, self.bias)
+        return gather_last(y) if self.gather_output else y
+
+
+class RowParallelLinear(nn.Module):
+    """This rank's input features of a linear layer: weight (out, in/t); the full bias (out,)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, input_is_parallel: bool = True):
+        super().__init__()
+        self.weight = nn.Parameter(weight)
+        self.bias = nn.Parameter(bias) if bias is not None else None
+        self.input_is_parallel = input_is_parallel
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, input_is_parallel: bool = True) -> "RowParallelLinear":
+        rank, world = tp_rank_world("RowParallelLinear", linear.in_features, "in_features")
+        w = linear.weight.detach().chunk(world, dim=1)[rank].clone()
+        b = None if linear.bias is None else linear.bias.detach().clone()
+        return cls(w, b, input_is_parallel)
+
+    def forward(self, x: torch.Tensor, reduce=reduce_from_tp) -> torch.Tensor:   # (..., in/t) -> (..., out)
+        if not self.input_is_parallel:
+            x = split_last(x)
+        _check_width("RowParallelLinear", x, self.weight.shape[1])
+        y = reduce(F.linear(x, self.weight))                        # partial sums added over ranks
+        return y if self.bias is None else y + self.bias
