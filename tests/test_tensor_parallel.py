@@ -119,3 +119,26 @@ def test_bad_input_is_a_one_line_error():
         launch(_bad_rank, 2, "width", backend="gloo", timeout=30)
     with pytest.raises(TypeError, match="labkit.model.GPT"):
         parallelize(nn.Linear(2, 2))
+
+
+def _saved_rank(rank, world):
+    from labkit.tensor_parallel.activations import saved_bytes
+
+    out = {}
+    for sp in (False, True):
+        tp = parallelize(GPT(CFG, seed=0, dtype=torch.float64), sequence_parallel=sp)
+        out[sp] = saved_bytes(tp, lambda: tp(*batch(CFG, B, seed=1)))
+    return out
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_sequence_parallelism_divides_layernorm_activations_by_t(world):
+    model = GPT(CFG, seed=0, dtype=torch.float64)
+    from labkit.tensor_parallel.activations import saved_bytes
+
+    unsplit = saved_bytes(model, lambda: model(*batch(CFG, B, seed=1)))
+    # per LayerNorm: its input (B, T, h) and mean, rstd (B, T, 1) in float64; 2 per layer + ln_f
+    assert unsplit == (2 * CFG.layers + 1) * B * CFG.seq_len * (CFG.hidden + 2) * 8
+    for per_rank in launch(_saved_rank, world, backend="gloo", timeout=60):
+        assert per_rank[False] == unsplit                      # plain TP replicates these regions
+        assert per_rank[True] * world == unsplit               # sequence parallel: 1/t of them
