@@ -1,0 +1,66 @@
+"""Lab 07 exercises: tensor parallelism (your work: replace each raise with code).
+
+Every function runs on every rank of an initialised process group (e.g. under
+``labkit.dist.launch``); use ``dist.all_reduce`` for communication (sum unless stated), and make
+the backward pass right as well as the forward: the grader checks gradients.
+
+- ``copy_to_tp`` / ``reduce_from_tp``: Megatron's conjugate operators f and g;
+- ``column_parallel_linear`` / ``row_parallel_linear``: a linear layer split by output / input
+  features;
+- ``vocab_parallel_cross_entropy``: the loss over logits split by vocabulary, never gathered.
+"""
+import torch  # noqa: F401
+import torch.distributed as dist  # noqa: F401
+
+
+def copy_to_tp(x):
+    """Megatron's f: return x unchanged in forward; in backward, all-reduce (sum) the gradient.
+
+    x: a tensor, the same on every rank (a replicated activation entering a split region).
+    Write it as a torch.autograd.Function (forward / backward static methods) and return
+    ``YourFunction.apply(x)``.
+    """
+    raise NotImplementedError("hint: class F(torch.autograd.Function) with forward returning x.view_as(x) and backward returning the all-reduced (cloned) gradient; return F.apply(x)")
+
+
+def reduce_from_tp(x):
+    """Megatron's g: in forward, return the sum of x over all ranks; in backward, pass the
+    gradient through unchanged.
+
+    x: a tensor of the same shape on every rank (each rank's partial result). Do not modify x
+    in place (clone before dist.all_reduce). Write it as a torch.autograd.Function.
+    """
+    raise NotImplementedError("hint: the mirror image of copy_to_tp: forward clones x and all-reduces it, backward returns the gradient as it is")
+
+
+def column_parallel_linear(x, weight, bias):
+    """This rank's output features of y = x·Wᵀ + b.
+
+    x: (..., in), the same on every rank; weight: (out/t, in), this rank's rows of W; bias:
+    (out/t,), this rank's part of b. Returns (..., out/t). The gradient reaching x must be the
+    full one (every rank's part added up): pass x through your copy_to_tp first.
+    """
+    raise NotImplementedError("hint: torch.nn.functional.linear(copy_to_tp(x), weight, bias)")
+
+
+def row_parallel_linear(x, weight, bias):
+    """The whole y = x·Wᵀ + b from input features split over ranks.
+
+    x: (..., in/t), this rank's input features; weight: (out, in/t), this rank's columns of W;
+    bias: (out,), the whole bias (the same on every rank). Returns (..., out), the same on every
+    rank: the ranks' partial products summed with your reduce_from_tp, the bias added once.
+    """
+    raise NotImplementedError("hint: sum the partial products F.linear(x, weight) over ranks with reduce_from_tp, then add the bias once")
+
+
+def vocab_parallel_cross_entropy(logits, targets, start):
+    """Mean cross-entropy over N rows whose logits are split by vocabulary over the ranks.
+
+    logits: (N, V/t) float, this rank's columns, vocabulary ids start .. start + V/t - 1;
+    targets: (N,) int64 ids in 0 .. V-1 (each lives on exactly one rank); start: int.
+    Returns the scalar mean over rows of log(sum_v exp(z_v)) - z_target, the same on every rank,
+    and its gradient with respect to ``logits`` in backward. Never gather the logits: use three
+    all-reduces of N numbers (the row max with op=dist.ReduceOp.MAX, the sum of exps, the target
+    logit). Backward needs no communication: d loss / d z_v = (softmax_v - [v == target]) / N.
+    """
+    raise NotImplementedError("hint: an autograd.Function; forward: all-reduce the row max (MAX), then the sum of exp(z - max), then the target's shifted logit (zero where the target is not yours); backward: (softmax - onehot) * grad / N")
