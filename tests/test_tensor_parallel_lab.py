@@ -1,0 +1,52 @@
+"""Lab 07's notebook one-liners, pictures and drawings."""
+import matplotlib
+import pytest
+
+import solutions.lab07_tensor_parallel as S
+from labkit.tensor_parallel import lab
+from labkit.viz import tensor_parallel as V
+
+matplotlib.use("Agg")
+
+
+def test_model_and_sequence_parallel_tables_count_the_closed_forms():
+    t = lab.model_table(worlds=(1, 2))
+    assert t.column("fwd b·s·h") == [0, 5] and t.column("bwd b·s·h") == [0, 5] and t.column("fwd small") == [0, 3]
+    assert all(e < 1e-12 for e in t.column("|loss - unsplit|"))
+    sp = lab.model_table(worlds=(2,), sequence_parallel=True)
+    assert sp.column("fwd b·s·h") == [10] and sp.column("kind") == ["all_gather+reduce_scatter"]
+    st = lab.sp_table(worlds=(2,))
+    assert st.column("TP bytes") == st.column("SP bytes") and st.column("ratio") == [2.0]
+
+
+def test_pairing_and_moe_tables():
+    p = lab.pairing_table(worlds=(2,))
+    megatron, gathered = p.rows
+    assert megatron[2] == megatron[3] == 4096 and gathered[2] == 3 * 4096
+    m = lab.moe_table(factors=(0.5, 2.0), tokens=8)
+    assert m.column("dropped")[1] == 0 < m.column("dropped")[0] and all(m.column("= 1 process"))
+    assert m.column("a2a bytes") == m.column("formula")
+
+
+def test_pictures_accept_the_reference_and_refuse_stubs(capsys):
+    for ex in ("copy_to_tp", "reduce_from_tp", "column_parallel_linear", "row_parallel_linear",
+               "vocab_parallel_cross_entropy"):
+        lab.picture(ex)(getattr(S, ex))
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 10 and all("DIFFERENT" not in line and len(line) <= 100 for line in out)
+    import exercises.lab07_tensor_parallel as E
+    with pytest.raises(NotImplementedError):
+        lab.picture("copy_to_tp")(E.copy_to_tp)
+
+
+def test_megatron_steps_and_frames():
+    for block in ("mlp", "attention"):
+        steps = V.megatron_steps(block)
+        assert [s["collective"] is not None for s in steps].count(True) == 2      # one all-reduce each way
+        assert steps[4]["layout"]["Z"] == "replicated" and steps[3]["layout"]["Z"] == "partial"
+        for i in range(len(steps)):
+            fig = V.tp_frame(steps, i, 2, block)
+            assert fig.axes[0].get_title("left").startswith(f"step {i + 1}/{len(steps)}")
+    assert V.tp_widget("mlp") is not None
+    with pytest.raises(ValueError, match="block must be"):
+        V.megatron_steps("conv")
