@@ -50,3 +50,13 @@ def test_megatron_steps_and_frames():
     assert V.tp_widget("mlp") is not None
     with pytest.raises(ValueError, match="block must be"):
         V.megatron_steps("conv")
+
+
+def test_worked_problems():
+    from labkit.tensor_parallel.experts import MoEConfig
+
+    S = 4096 * 8192 * 2
+    assert 4 * 2 * 7 / 8 * S / 2**20 == 448                                            # problem 1
+    assert (4 * 1024 // 4, 1024) == (1024, 1024) and 2 * 1024 == 2048                  # problem 2
+    assert round(16384 * 51200 * 4 / 1e9, 2) == 3.36                                   # problem 3
+    assert MoEConfig(hidden=8, experts=8, top_k=2, capacity_factor=1.25).capacity(64) == 20   # problem 4

@@ -122,9 +122,9 @@ def overlap_table(m: Measured) -> Table:
         pred = naive_step_time(m.fwd, m.bwd, comm) if name == "naive" else overlap_step_time(m.fwd, m.bwd, comm)
         rows.append((name, len(v.events), v.fwd * 1e3, v.bwd * 1e3, v.wait * 1e3, v.step * 1e3, sum(comm) * 1e3,
                      pred * 1e3, v.step / pred))
-    return Table(["variant", "all-reduces", "fwd", "bwd", "wait after", "step", "T_comm alone", "model",
+    return Table(["variant", "all-reduces", "fwd", "bwd", "wait after", "step", "comm alone", "model",
                   "measured/model"], rows, formats={k: ".1f" for k in ("fwd", "bwd", "wait after", "step",
-                                                                       "T_comm alone", "model")}
+                                                                       "comm alone", "model")}
                  | {"measured/model": ".2f"},
                  title=f"{m.world} ranks, ms; compute alone: fwd {m.fwd * 1e3:.1f}, bwd {m.bwd * 1e3:.1f}")
 
@@ -153,9 +153,9 @@ def ps_compare(workers: int = 3, steps: int = 20, compute_s: float = 0.004, stra
         rows.append((name, r.seconds, ssp_makespan(durations, rule), max(r.staleness),
                      sum(r.staleness) / len(r.staleness), r.loss[-1], waits[-1]))
     return Table(["run", "seconds", "clock rule", "max staleness", "mean staleness", "final loss",
-                  "fast worker waited (s)"], rows,
+                  "fast waited s"], rows,
                  formats={"seconds": ".3f", "clock rule": ".3f", "mean staleness": ".2f", "final loss": ".2e",
-                          "fast worker waited (s)": ".3f"},
+                          "fast waited s": ".3f"},
                  title=f"{workers} workers x {steps} iterations of {compute_s * 1e3:g} ms; "
                        f"worker 1 +{straggler_s * 1e3:g} ms each"), results
 
@@ -177,26 +177,29 @@ def server_bytes_table(workers=(2, 4, 8, 16, 64), params: int = 10**8, itemsize:
 
 def scaling_tables(cfg: GPTConfig, worlds=(1, 2), global_batch: int = 16, per_rank: int = 8):
     """(strong Table, weak Table, s_amdahl, s_gustafson): DDP steps measured on real ranks, speedup
-    and efficiency η, with the serial fractions fitted to them and each law's prediction."""
+    and efficiency η, with the serial fractions fitted to them (clipped to [0, 1]: a busy machine
+    can make 2 ranks slower than 1) and each law's prediction."""
     from labkit.data_parallel import scaling as S
 
     strong = S.measure_scaling(cfg, worlds, global_batch=global_batch)
     weak = S.measure_scaling(cfg, worlds, per_rank=per_rank)
     ns = [p.world for p in strong]
-    s_a = S.fit_amdahl(ns, [p.step_s for p in strong])
     speedups = [p.world * weak[0].step_s / p.step_s for p in weak]
-    s_g = S.fit_gustafson(ns, speedups)
+    fits = [S.fit_amdahl(ns, [p.step_s for p in strong]), S.fit_gustafson(ns, speedups)]
+    # a busy machine can make more ranks slower than one (a fitted s above 1): say so, and clip
+    notes = ["" if 0 <= s <= 1 else f" (fit {s:.2f} clipped: the machine was busy)" for s in fits]
+    s_a, s_g = (min(max(s, 0.0), 1.0) for s in fits)
     rows = [(p.world, p.per_rank, p.step_s * 1e3, strong[0].step_s / p.step_s,
-             S.amdahl_speedup(min(max(s_a, 0.0), 1.0), p.world), strong[0].step_s / p.step_s / p.world)
-            for p in strong]
+             S.amdahl_speedup(s_a, p.world), strong[0].step_s / p.step_s / p.world) for p in strong]
     t_strong = Table(["ranks", "per rank", "step ms", "speedup", "Amdahl fit", "efficiency"], rows,
                      formats={"step ms": ".1f", "speedup": ".2f", "Amdahl fit": ".2f", "efficiency": ".2f"},
-                     title=f"strong scaling, {global_batch} sequences in all: serial fraction s = {s_a:.2f}")
-    rows = [(p.world, p.per_rank, p.step_s * 1e3, sp, S.gustafson_speedup(min(max(s_g, 0.0), 1.0), p.world),
-             sp / p.world) for p, sp in zip(weak, speedups)]
+                     title=f"strong scaling, {global_batch} sequences in all: serial fraction s = {s_a:.2f}"
+                           + notes[0])
+    rows = [(p.world, p.per_rank, p.step_s * 1e3, sp, S.gustafson_speedup(s_g, p.world), sp / p.world)
+            for p, sp in zip(weak, speedups)]
     t_weak = Table(["ranks", "per rank", "step ms", "scaled speedup", "Gustafson fit", "efficiency"], rows,
                    formats={"step ms": ".1f", "scaled speedup": ".2f", "Gustafson fit": ".2f", "efficiency": ".2f"},
-                   title=f"weak scaling, {per_rank} sequences per rank: serial fraction s = {s_g:.2f}")
+                   title=f"weak scaling, {per_rank} sequences per rank: serial fraction s = {s_g:.2f}" + notes[1])
     return t_strong, t_weak, s_a, s_g
 
 

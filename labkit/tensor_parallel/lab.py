@@ -70,7 +70,8 @@ def _pairing_rank(rank, world, b, s, h):
     }.items():
         with count_collectives() as recs:
             row(torch.nn.functional.gelu(col(x.clone().requires_grad_()))).sum().backward()
-        out[name] = (sum(c.bytes_sent for c in recs), ", ".join(f"{c.op}({c.phase[0]})" for c in recs))
+        short = {"all_reduce": "AR", "all_gather": "AG", "reduce_scatter": "RS"}
+        out[name] = (sum(c.bytes_sent for c in recs), " ".join(f"{short[c.op]}({c.phase[0]})" for c in recs))
     return out
 
 
@@ -83,8 +84,9 @@ def pairing_table(worlds=(2, 4), b: int = 2, s: int = 8, h: int = 16) -> Table:
         res = launch(_pairing_rank, p, b, s, h, backend="gloo", timeout=60)[0]
         for name, (sent, ops) in res.items():
             rows.append((p, name, int(sent), int(4 * (p - 1) / p * S), ops))
-    return Table(["ranks", "split", "bytes sent", "2 all-reduces", "collectives (f = forward)"], rows,
-                 title=f"(b, s, h) = ({b}, {s}, {h}), float64")
+    return Table(["ranks", "split", "bytes sent", "2 all-reduces", "collectives"], rows,
+                 title=f"(b, s, h) = ({b}, {s}, {h}), float64; AR all-reduce, AG all-gather, "
+                       "(f) forward, (b) backward")
 
 
 def _sp_rank(rank, world, cfg):
@@ -108,8 +110,8 @@ def sp_table(worlds=(2, 4), cfg: GPTConfig = SMALL) -> Table:
         (b0, ln0), (b1, ln1) = res[False], res[True]
         rows.append((n, int(b0), int(b1), ln0, ln1, ln0 / ln1))
     return Table(["ranks", "TP bytes", "SP bytes", "LN saved, TP", "LN saved, SP", "ratio"], rows,
-                 formats={"ratio": ".1f"}, title="one step per rank (float64); SP bytes exclude the "
-                                                 "small after-backward sum of replicated gradients")
+                 formats={"ratio": ".1f"}, title="one step per rank, float64 (SP bytes leave out the "
+                                                 "small sum of replicated gradients)")
 
 
 def _moe_rank(rank, world, cfg, tokens):

@@ -136,7 +136,8 @@ for name, v in measured.variants.items():
 
 # %% [markdown]
 # How to read it: the model's inputs (forward, backward and each all-reduce) were each measured
-# *alone*, and the "model" column combines them with the formulas. On this 2-core machine the
+# *alone* ("comm alone" sums the all-reduces), and the "model" column combines them with the
+# formulas. On this 2-core machine the
 # naive and bucketed rows usually land within about 20 % of the model; the per-parameter row
 # scatters more, because dozens of small messages each cost a variable α. Bucketing wins twice:
 # far fewer messages, and the reductions run while backward works. In the pictures, the black ticks are the moments buckets
@@ -219,7 +220,7 @@ print({name: r.updates for name, r in runs.items()}, "updates applied;",
 # All three take about the same time: the straggler has to do its 20 iterations whatever the rule
 # ("clock rule" is the prediction from the iteration times alone, `ssp_makespan`). What differs
 # is the work done meanwhile. BSP applies one averaged update per clock (20 in all) and the fast
-# workers spend most of the run waiting; ASP applies all 60 gradients with no waiting; SSP(2) lets
+# workers spend most of the run waiting ("fast waited s": the last worker's seconds blocked); ASP applies all 60 gradients with no waiting; SSP(2) lets
 # the fast workers run 2 clocks ahead, then holds them. **A common mistake** says ASP "does not
 # work": here it converges further than BSP in the same time, with gradients up to several updates
 # stale. Staleness slows convergence per update and can diverge at large learning rates, which is
@@ -291,8 +292,9 @@ from labkit.data_parallel.scaling import amdahl_speedup, gustafson_speedup
 strong, weak, s_a, s_g = lab.scaling_tables(cfg, worlds=(1, 2))
 print(strong)
 print(weak)
+ceiling = 1 / s_a if s_a > 0 else float("inf")
 for n in (8, 64, 1024):
-    print(f"n = {n:4d}: Amdahl {amdahl_speedup(s_a, n):5.2f}x (ceiling 1/s = {1 / s_a:.1f}), "
+    print(f"n = {n:4d}: Amdahl {amdahl_speedup(s_a, n):5.2f}x (ceiling 1/s = {ceiling:.1f}), "
           f"Gustafson {gustafson_speedup(s_g, n):7.1f}x")
 
 # %% [markdown]

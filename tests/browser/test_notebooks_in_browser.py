@@ -94,11 +94,14 @@ def lab(tmp_path_factory):
 PANEL_READY = """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
     return !!(w && w.content && w.content.model && w.sessionContext && w.sessionContext.session
               && w.sessionContext.session.kernel); }"""
+# Run All is over when every code cell has run, or when one failed (JupyterLab stops there).
 ALL_RUN = """() => { const w = window.jupyterapp.shell.currentWidget, cells = w.content.model.cells;
-    let n = 0, done = 0;
+    let n = 0, done = 0, failed = false;
     for (let i = 0; i < cells.length; i++) { const c = cells.get(i);
-        if (c.type === 'code' && c.sharedModel.getSource().trim()) { n++; if (c.executionCount) done++; } }
-    return w.sessionContext.session.kernel.status === 'idle' && done === n; }"""
+        if (c.type !== 'code') continue;
+        if (c.outputs.toJSON().some(o => o.output_type === 'error')) failed = true;
+        if (c.sharedModel.getSource().trim()) { n++; if (c.executionCount) done++; } }
+    return w.sessionContext.session.kernel.status === 'idle' && (done === n || failed); }"""
 OUTPUTS = """() => { const cells = window.jupyterapp.shell.currentWidget.content.model.cells, r = [];
     for (let i = 0; i < cells.length; i++) { const c = cells.get(i);
         if (c.type === 'code') r.push(c.outputs.toJSON()); }

@@ -1,0 +1,279 @@
+# Source of notebooks/07_tensor_parallel.ipynb, in jupytext's percent format; build: make notebooks
+
+# %% [markdown]
+# # Lab 07 — Tensor parallelism: Megatron layers, sequence and expert parallelism
+#
+# Data parallelism (Lab 06) copies the whole model to every rank. When one layer's weights — or its
+# activations — no longer fit, we split the layer itself: each rank holds a slice of every weight
+# matrix and computes a slice of the result. This is **tensor parallelism**, in the form Megatron-LM
+# made standard.
+#
+# **You will be able to**
+# 1. split a linear layer by output features (column-parallel) or input features (row-parallel),
+#    and say which collective each needs, in which pass;
+# 2. explain Megatron's pairing — column then row — and the two conjugate operators f and g that
+#    make a transformer layer cost exactly 2 all-reduces forward and 2 backward;
+# 3. compute a cross-entropy over a vocabulary split across ranks without ever building the
+#    full logits;
+# 4. measure what sequence parallelism saves (activations) and what it costs (nothing extra);
+# 5. route tokens to experts on other ranks with an all-to-all, and count what the capacity
+#    factor drops.
+#
+# Everything runs on real gloo ranks and is checked against the unsplit `labkit.model.GPT` — and,
+# for the MLP, against PyTorch's own `torch.distributed.tensor.parallel`.
+#
+# Whenever you see **Predict first**, write your guess down before running the next cell.
+
+# %%
+import torch
+
+import labkit
+from labkit.grading.check import check_your_work
+from labkit.show import show
+from labkit.tensor_parallel import ColumnParallelLinear, RowParallelLinear, lab
+from labkit.tensor_parallel.comm import _CopyToTP, _ReduceFromTP
+from labkit.viz import tensor_parallel as V
+
+print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
+
+# %% [markdown]
+# ## 1. Two ways to split y = x·Wᵀ + b
+#
+# W has shape (out, in). Over t ranks:
+#
+# * **column-parallel** — rank r keeps out/t output features (rows of W and entries of b). Every
+#   rank needs the whole input x and produces its own slice of y. Forward needs no communication.
+#   Backward does: each rank's gradient for x covers only its features, so the ranks' gradients
+#   must be **summed** (all-reduced).
+# * **row-parallel** — rank r keeps in/t input features (columns of W). Its input is a slice of x,
+#   and its product is a **partial sum** of the whole y: an all-reduce in forward adds them up (the
+#   bias is added once, after). Backward needs no communication.
+#
+# Megatron names the two places where communication happens:
+#
+# * **f** — identity in forward, all-reduce in backward (where a replicated x enters the split);
+# * **g** — all-reduce in forward, identity in backward (where partial sums leave it).
+#
+# They are *conjugate*: one's backward is the other's forward. Here they are, as autograd functions:
+
+# %%
+show(_CopyToTP)
+show(_ReduceFromTP)
+show(ColumnParallelLinear.forward)
+show(RowParallelLinear.forward)
+
+# %% [markdown]
+# ### Exercises 1–4: f, g, and the two split layers
+#
+# In `exercises/lab07_tensor_parallel.py`, write `copy_to_tp` (f) and `reduce_from_tp` (g) as
+# autograd functions, then `column_parallel_linear` and `row_parallel_linear` with them. Each cell
+# runs your function on 2 real ranks and compares outputs and gradients with the unsplit layer.
+
+# %%
+check_your_work("lab07_tensor_parallel", "copy_to_tp", picture=lab.picture("copy_to_tp"))
+
+# %%
+check_your_work("lab07_tensor_parallel", "reduce_from_tp", picture=lab.picture("reduce_from_tp"))
+
+# %%
+check_your_work("lab07_tensor_parallel", "column_parallel_linear", picture=lab.picture("column_parallel_linear"))
+
+# %%
+check_your_work("lab07_tensor_parallel", "row_parallel_linear", picture=lab.picture("row_parallel_linear"))
+
+# %% [markdown]
+# ## 2. Megatron's pairing: column, then row
+#
+# An MLP is two linear layers with a GELU between. Make the first column-parallel: each rank holds
+# a slice of the 4h hidden features. GELU works element by element, so each rank applies it to its
+# own slice. Make the second row-parallel: its input is *already* split the right way. The pair
+# needs one g (forward) and one f (backward) — and nothing in between. Step through it (colours are
+# ranks, grey is replicated, hatched cards are partial sums):
+
+# %%
+V.tp_widget("mlp", t=2)
+
+# %% [markdown]
+# **A common mistake** says that splitting by rows (which ends in an all-reduce) and by columns
+# (which ends in an all-gather) "move the same volume". In a ring, an all-reduce sends
+# 2(p−1)/p·S bytes per rank and an all-gather (p−1)/p·S — half. What matters is the *pairing*:
+# gathering the (b, s, 4h) activation between the layers, instead of keeping it split, adds an
+# all-gather of a tensor four times bigger, in both passes.
+#
+# **Predict first:** on 2 ranks, how many times more bytes does "gather in between" send?
+
+# %%
+print(lab.pairing_table(worlds=(2, 4)))
+
+# %% [markdown]
+# Three times: 2 all-reduces of S (4S·(p−1)/p) plus 2 all-gathers of 4S (8S·(p−1)/p).
+#
+# **Attention** splits the same way, by heads. The input x is replicated, so each rank projects
+# Q, K and V for *its own heads* with its share of the qkv weight (column-parallel) — no Q, K or V
+# is ever sent anywhere (**a common mistake** says they are broadcast). Heads do not interact
+# until the output projection, which is row-parallel:
+
+# %%
+V.tp_widget("attention", t=2)
+
+# %% [markdown]
+# ## 3. A whole model, and its communication counted
+#
+# `parallelize(model)` splits our GPT: attention by heads, MLPs Megatron-style, the vocabulary for
+# the embedding and the tied output layer. Per transformer layer that is 2 all-reduces forward
+# (attention's g, MLP's g) and 2 backward (their f's), each of b·s·h elements. **A common mistake**
+# counts "2 all-reduces per layer", forgetting the backward pass. The embedding adds one (forward),
+# the output layer's f one (backward), and the loss three tiny ones of b·s numbers.
+#
+# **Predict first:** with 2 layers, how many all-reduces of b·s·h elements in one forward? In one
+# backward?
+
+# %%
+print(lab.model_table(worlds=(1, 2, 4)))
+
+# %% [markdown]
+# The losses agree to rounding, and `tests/test_tensor_parallel.py` checks every parameter's
+# gradient (each rank's slice against the same slice of the unsplit gradient) on 1, 2 and 4 ranks.
+# `tests/test_tensor_parallel_torch.py` checks our MLP against PyTorch's `ColwiseParallel` /
+# `RowwiseParallel` on the same weights, and `benchmarks/tensor_parallel.py` times the two
+# (results in `benchmarks/results/tensor_parallel.md`).
+#
+# ## 4. The vocabulary, split: a loss without full logits
+#
+# The output layer maps h features to V vocabulary logits — for V = 50 000 and 8 000 tokens, 1.6 GB
+# of float32 per rank if every rank built them all. Split the vocabulary instead: rank r computes
+# the logits of its V/t words. The cross-entropy log Σ_v exp(z_v) − z_target then needs only three
+# all-reduces of one number per token: the maximum (to keep exp from overflowing), the sum of
+# exponentials, and the target's logit (found on one rank, zero on the others). The gradient,
+# softmax − one-hot, is computed by each rank for its own columns, with no communication.
+#
+# ### Exercise 5: `vocab_parallel_cross_entropy`
+
+# %%
+check_your_work("lab07_tensor_parallel", "vocab_parallel_cross_entropy",
+                picture=lab.picture("vocab_parallel_cross_entropy"))
+
+# %% [markdown]
+# ## 5. Sequence parallelism: same bytes, fewer activations
+#
+# Between the split regions (LayerNorms, residual adds) plain tensor parallelism keeps the *whole*
+# activation on every rank. Sequence parallelism splits those regions along the sequence instead:
+# each rank keeps T/t positions. Where plain TP all-reduces on leaving a split region, SP
+# reduce-scatters along the sequence; where f would all-reduce gradients, SP all-gathers on entry.
+# A ring reduce-scatter plus a ring all-gather move exactly what one ring all-reduce moves.
+#
+# **Predict first:** with 4 ranks, how much smaller are the activations the LayerNorms keep for
+# backward? How many more bytes are sent?
+
+# %%
+print(lab.model_table(worlds=(2, 4), sequence_parallel=True))
+print(lab.sp_table(worlds=(2, 4)))
+
+# %% [markdown]
+# The same bytes, and the LayerNorms' saved activations divided by t — measured by counting every
+# tensor autograd saves while a LayerNorm runs. (The replicated parameters now see only their
+# rank's positions, so their gradients are summed once after backward; that small all-reduce is
+# the one cost SP adds.)
+#
+# ## 6. Expert parallelism: tokens travel to their experts
+#
+# A mixture-of-experts layer replaces the MLP by E expert MLPs and a router that sends each token
+# to its top-k experts. With experts on different ranks, tokens must move: an **all-to-all** sends
+# each rank's tokens to the ranks of their experts, and a second one brings the results back. Each
+# expert takes at most *capacity* = ⌈factor · k · tokens / E⌉ tokens from each rank; the rest are
+# **dropped** (in a transformer the residual connection carries them on). Our all-to-all is built
+# from point-to-point messages and checked against `dist.all_to_all_single`.
+#
+# **Predict first:** with capacity factor 1.0, will any token choices be dropped?
+
+# %%
+print(lab.moe_table(factors=(0.5, 1.0, 1.25, 2.0)))
+
+# %% [markdown]
+# Even at factor 1.0 some choices are dropped: the router does not spread tokens evenly. A larger
+# factor drops fewer but pads every expert's buffer, and the all-to-all bytes grow with it. The
+# expert-parallel layer equals one process routing the same groups of tokens, outputs and
+# gradients (`tests/test_expert_parallel.py`).
+#
+# ## 7. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** A transformer layer with h = 8192, sequence 4096, micro-batch 1, bf16 activations,
+# tensor-parallel over 8 GPUs. How many bytes does each GPU send per layer per training step?
+#
+# <details><summary>Answer</summary>
+#
+# 4 all-reduces of S = 4096 · 8192 · 2 B = 64 MiB; each sends 2 · 7/8 · S = 112 MiB: **448 MiB**
+# per layer per step.
+#
+# </details>
+#
+# **Problem 2.** An MLP (h = 1024, 4h hidden) is split over 4 ranks. What shapes do rank 2's fc and
+# proj weights have, and which part of the (b·s, 4h) activation does it hold?
+#
+# <details><summary>Answer</summary>
+#
+# fc (column): **(1024, 1024)** — 4096/4 output features; proj (row): **(1024, 1024)** — 4096/4
+# input features. It holds columns **2048 … 3071** of the activation.
+#
+# </details>
+#
+# **Problem 3.** Vocabulary 51 200, 4 ranks, 16 384 tokens in a micro-batch. How many numbers does
+# each all-reduce of the vocabulary-parallel loss carry, and how big would the full float32 logits
+# be?
+#
+# <details><summary>Answer</summary>
+#
+# **16 384** numbers each (three of them); full logits: 16 384 · 51 200 · 4 B ≈ **3.36 GB** per
+# rank, of which each rank now builds a quarter.
+#
+# </details>
+#
+# **Problem 4.** 64 tokens per rank, 8 experts, top-2 routing, capacity factor 1.25. How many slots
+# does each expert offer each rank?
+#
+# <details><summary>Answer</summary>
+#
+# ⌈1.25 · 2 · 64 / 8⌉ = **20**.
+#
+# </details>
+
+# %%
+# The answers above, computed (the tests check the same numbers).
+import math
+
+from labkit.tensor_parallel.experts import MoEConfig
+
+S = 4096 * 8192 * 2
+print(4 * 2 * 7 / 8 * S / 2**20, (1024, 4096 // 4), 2 * 1024, 16384 * 51200 * 4 / 1e9)
+print(MoEConfig(hidden=8, experts=8, top_k=2, capacity_factor=1.25).capacity(64), math.ceil(1.25 * 2 * 64 / 8))
+
+# %% [markdown]
+# ## Further reading
+#
+# * M. Shoeybi et al., *Megatron-LM: Training Multi-Billion Parameter Language Models Using Model
+#   Parallelism*, 2019 — f and g, the MLP and attention splits.
+# * V. Korthikanti et al., *Reducing Activation Recomputation in Large Transformer Models*, 2022 —
+#   sequence parallelism.
+# * D. Lepikhin et al., *GShard*, ICLR 2021; W. Fedus et al., *Switch Transformers*, JMLR 2022 —
+#   routing, capacity and expert parallelism.
+# * PyTorch, *Tensor Parallelism* tutorial and `torch.distributed.tensor.parallel`:
+#   <https://pytorch.org/tutorials/intermediate/TP_tutorial.html>.
+#
+# ## Summary
+#
+# * Column-parallel splits output features (communication in backward, through f); row-parallel
+#   splits input features (an all-reduce in forward, through g). f and g are conjugate.
+# * Column then row needs nothing in between: 2 all-reduces of b·s·h forward and 2 backward per
+#   transformer layer. Gathering in between would send three times as much.
+# * Attention splits by heads; Q, K and V never move. The vocabulary splits too, and the loss
+#   needs three all-reduces of one number per token.
+# * Sequence parallelism sends the same bytes and keeps 1/t of the LayerNorm activations.
+# * Expert parallelism moves tokens with two all-to-alls per layer per pass; the capacity factor
+#   trades dropped tokens for padding.
+#
+# **Exercises** (in `exercises/lab07_tensor_parallel.py`): `copy_to_tp`, `reduce_from_tp`,
+# `column_parallel_linear`, `row_parallel_linear`, `vocab_parallel_cross_entropy`; each has a
+# "check your work" cell above. Grade them with `python -m labkit.grade --lab 07` (or
+# `make grade LAB=07`).
