@@ -165,10 +165,11 @@ for which in ("exercises", "solutions"):
 # | 04 | Triton kernels: add, fused softmax, tiled matmul, layer norm, fused attention |
 # | 05 | collectives: the seven primitives, ring / tree / recursive doubling, α–β model |
 # | 06 | data parallelism: DDP from scratch, buckets, overlap, the parameter server |
+# | 07 | tensor parallelism: Megatron layers, vocabulary-parallel loss, sequence and expert parallelism |
 # | 08 | pipeline parallelism: GPipe, 1F1B, interleaving, simulator and real executor |
 #
-# Labs 07 and 09–13 (tensor parallelism, memory, ZeRO, 3D parallelism, fault tolerance, ML
-# compilers) follow the same pattern and are being written.
+# Labs 09–13 (memory, ZeRO, 3D parallelism, fault tolerance, ML compilers) follow the same
+# pattern and are being written.
 #
 # **Summary.** `labkit.env.report()` tells you what you are running on; `labkit.dist.launch` runs
 # real ranks with bounded time and clear errors; `python -m labkit.grade` scores your exercises.
