@@ -1,5 +1,6 @@
 """Lab 07's notebook one-liners, pictures and drawings."""
 import matplotlib
+import matplotlib.pyplot
 import pytest
 
 import solutions.lab07_tensor_parallel as S
@@ -47,6 +48,7 @@ def test_megatron_steps_and_frames():
         for i in range(len(steps)):
             fig = V.tp_frame(steps, i, 2, block)
             assert fig.axes[0].get_title("left").startswith(f"step {i + 1}/{len(steps)}")
+            matplotlib.pyplot.close(fig)
     assert V.tp_widget("mlp") is not None
     with pytest.raises(ValueError, match="block must be"):
         V.megatron_steps("conv")
