@@ -1,0 +1,127 @@
+"""A memory tracker that sees every tensor storage a training step allocates and frees (CPU, exact).
+
+    tracker = MemoryTracker(model, optimizer)
+    with tracker:
+        tracker.mark("forward");  loss = model(x, y)[1]
+        tracker.mark("backward"); loss.backward()
+        tracker.mark("step");     optimizer.step()
+    tracker.peak_bytes, tracker.peak_by_category, tracker.timeline
+
+Every op runs through a ``TorchDispatchMode``; each storage an op returns is counted once (bytes
+of the storage, so views cost nothing) and a ``weakref.finalize`` on the storage object takes it
+off when the last tensor using it dies — PyTorch keeps one Python object per storage, so the
+finalizer fires exactly at the free. Storages that exist before the block (the model's
+parameters and buffers, the optimizer's states, gradients) are counted at the start.
+
+Categories, decided when the peak is reached: a storage is **parameters** if a model parameter or
+buffer uses it, **gradients** if a parameter's ``.grad`` does, **optimizer** if an optimizer state
+does, and **activations** otherwise (what autograd keeps for backward, plus temporaries).
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One point of the timeline: after op number ``op`` of phase ``phase``, ``total`` bytes live."""
+
+    op: int
+    phase: str
+    total: int
+
+
+class MemoryTracker(TorchDispatchMode):
+    """See the module docstring. ``model``/``optimizer`` name what the categories refer to."""
+
+    def __init__(self, model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None):
+        super().__init__()
+        self.model, self.optimizer = model, optimizer
+        self._live: dict[int, int] = {}          # id(storage object) -> bytes
+        self._refs: dict[int, weakref.ref] = {}
+        self.current = self.peak_bytes = 0
+        self.peak_by_category: dict[str, int] = dict.fromkeys(CATEGORIES, 0)
+        self.peak_phase = ""
+        self.phase, self.ops = "start", 0
+        self.timeline: list[Sample] = []
+
+    # ------------------------------------------------------------------ counting
+    def _add(self, t: torch.Tensor) -> None:
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            return
+        st = t.untyped_storage()
+        key = id(st)
+        if key in self._live:
+            return
+        self._live[key] = st.nbytes()
+        self._refs[key] = weakref.ref(st)
+        self.current += st.nbytes()
+        weakref.finalize(st, self._free, key)
+
+    def _free(self, key: int) -> None:
+        self.current -= self._live.pop(key, 0)
+        self._refs.pop(key, None)
+
+    def _existing(self):
+        if self.model is not None:
+            for t in [*self.model.parameters(), *self.model.buffers()]:
+                yield t
+                if isinstance(t, torch.nn.Parameter) and t.grad is not None:
+                    yield t.grad
+        if self.optimizer is not None:
+            for state in self.optimizer.state.values():
+                yield from (v for v in state.values() if isinstance(v, torch.Tensor))
+
+    def _classify(self) -> dict[str, int]:
+        owners: dict[int, str] = {}
+        if self.optimizer is not None:
+            for state in self.optimizer.state.values():
+                for v in state.values():
+                    if isinstance(v, torch.Tensor):
+                        owners[id(v.untyped_storage())] = "optimizer"
+        if self.model is not None:
+            for p in self.model.parameters():
+                if p.grad is not None:
+                    owners[id(p.grad.untyped_storage())] = "gradients"
+            for t in [*self.model.parameters(), *self.model.buffers()]:
+                owners[id(t.untyped_storage())] = "parameters"
+        out = dict.fromkeys(CATEGORIES, 0)
+        for key, nbytes in self._live.items():
+            out[owners.get(key, "activations")] += nbytes
+        return out
+
+    def _sample(self) -> None:
+        self.timeline.append(Sample(self.ops, self.phase, self.current))
+        if self.current > self.peak_bytes:
+            self.peak_bytes, self.peak_phase = self.current, self.phase
+            self.peak_by_category = self._classify()
+
+    # ------------------------------------------------------------------ the mode
+    def __enter__(self):
+        for t in self._existing():
+            self._add(t)
+        self._sample()
+        return super().__enter__()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            self._add(t)
+        self.ops += 1
+        self._sample()
+        return out
+
+    def mark(self, phase: str) -> None:
+        """Start a new phase (e.g. "forward", "backward", "step") for the timeline."""
+        self.phase = phase
+
+    def live_by_category(self) -> dict[str, int]:
+        """Bytes live now, split into CATEGORIES."""
+        return self._classify()
