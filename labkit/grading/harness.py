@@ -76,7 +76,8 @@ def triton_kernel(module, kernel: str, grid, args: list, constexprs: dict, out_i
 # ------------------------------------------------------------------ Lab 05: collectives on gloo ranks
 _COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
                 "reduce_scatter_tensor", "gather", "scatter", "all_to_all", "all_to_all_single",
-                "_all_gather_base", "_reduce_scatter_base", "all_gather_object", "broadcast_object_list")
+                "_all_gather_base", "_reduce_scatter_base", "all_gather_object", "broadcast_object_list",
+                "all_gather_single", "reduce_scatter_single", "all_gather_coalesced", "all_reduce_coalesced")
 _PG_METHODS = ("allreduce", "allreduce_coalesced", "allgather", "allgather_coalesced", "_allgather_base",
                "broadcast", "reduce", "reduce_scatter", "_reduce_scatter_base", "alltoall", "alltoall_base",
                "gather", "scatter")

@@ -63,7 +63,8 @@ BANNED_ATTRS = {"__dict__", "__globals__", "__builtins__", "__code__", "__subcla
 DYNAMIC_ATTR_FUNCS = {"getattr", "setattr", "delattr", "hasattr"}
 # torch.distributed's collectives and the objects behind them (unambiguous names: banned on any object)
 COLLECTIVES = {"all_reduce", "allreduce", "all_reduce_coalesced", "allreduce_coalesced", "all_gather",
-               "allgather", "all_gather_into_tensor", "all_gather_object", "_all_gather_base",
+               "allgather", "all_gather_into_tensor", "all_gather_object", "_all_gather_base", "all_gather_single",
+               "all_gather_coalesced", "reduce_scatter_single",
                "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "reduce_scatter_multigpu",
                "all_to_all", "all_to_all_single", "alltoall", "alltoall_base", "broadcast_object_list",
                "scatter_object_list", "gather_object", "_broadcast_coalesced", "distributed_c10d",
