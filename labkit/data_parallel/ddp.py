@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from labkit.collectives.counting import record_collective
 from labkit.data_parallel.buckets import assign_buckets, cap_bytes_of
 
 COMMS = ("torch", "ring")
@@ -120,6 +121,8 @@ class DDP(nn.Module):
             flat = torch.cat([p.grad.reshape(-1) for p in members])       # one message
         flat.div_(self.world_size)
         event = CommEvent(b, flat.numel() * flat.element_size(), ready, time.perf_counter())
+        if self.world_size > 1:
+            record_collective("all_reduce", "backward", flat)
         if self.comm == "torch":
             work = dist.all_reduce(flat, async_op=True)
         else:

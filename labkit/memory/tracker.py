@@ -15,7 +15,9 @@ parameters and buffers, the optimizer's states, gradients) are counted at the st
 
 Categories, decided when the peak is reached: a storage is **parameters** if a model parameter or
 buffer uses it, **gradients** if a parameter's ``.grad`` does, **optimizer** if an optimizer state
-does, and **activations** otherwise (what autograd keeps for backward, plus temporaries).
+does, and **activations** otherwise (what autograd keeps for backward, plus temporaries). A model
+or optimizer that holds tensors elsewhere (ZeRO's master shards and gradient shards) lists them
+in a ``memory_categories()`` method returning {category: [tensors]}.
 """
 from __future__ import annotations
 
@@ -38,6 +40,13 @@ class Sample:
     total: int
 
 
+def _storage(t: torch.Tensor):
+    """The storage that holds ``t``'s bytes; for a DTensor (PyTorch's FSDP2, tensor parallel) the
+    storage of this rank's local shard, since the DTensor itself is only a wrapper."""
+    local = getattr(t, "_local_tensor", None)
+    return (local if isinstance(local, torch.Tensor) else t).untyped_storage()
+
+
 class MemoryTracker(TorchDispatchMode):
     """See the module docstring. ``model``/``optimizer`` name what the categories refer to."""
 
@@ -56,7 +65,7 @@ class MemoryTracker(TorchDispatchMode):
     def _add(self, t: torch.Tensor) -> None:
         if not isinstance(t, torch.Tensor) or t.device.type == "meta":
             return
-        st = t.untyped_storage()
+        st = _storage(t)
         key = id(st)
         if key in self._live:
             return
@@ -78,6 +87,18 @@ class MemoryTracker(TorchDispatchMode):
         if self.optimizer is not None:
             for state in self.optimizer.state.values():
                 yield from (v for v in state.values() if isinstance(v, torch.Tensor))
+        for tensors in self._declared().values():
+            yield from tensors
+
+    def _declared(self) -> dict[str, list]:
+        """{category: tensors} that the model or optimizer declare (``memory_categories()``)."""
+        out: dict[str, list] = {}
+        for obj in (self.model, self.optimizer):
+            declare = getattr(obj, "memory_categories", None)
+            if callable(declare):
+                for category, tensors in declare().items():
+                    out.setdefault(category, []).extend(t for t in tensors if isinstance(t, torch.Tensor))
+        return out
 
     def _classify(self) -> dict[str, int]:
         owners: dict[int, str] = {}
@@ -85,13 +106,16 @@ class MemoryTracker(TorchDispatchMode):
             for state in self.optimizer.state.values():
                 for v in state.values():
                     if isinstance(v, torch.Tensor):
-                        owners[id(v.untyped_storage())] = "optimizer"
+                        owners[id(_storage(v))] = "optimizer"
+        for category, tensors in self._declared().items():
+            for t in tensors:
+                owners[id(_storage(t))] = category
         if self.model is not None:
             for p in self.model.parameters():
                 if p.grad is not None:
-                    owners[id(p.grad.untyped_storage())] = "gradients"
+                    owners[id(_storage(p.grad))] = "gradients"
             for t in [*self.model.parameters(), *self.model.buffers()]:
-                owners[id(t.untyped_storage())] = "parameters"
+                owners[id(_storage(t))] = "parameters"
         out = dict.fromkeys(CATEGORIES, 0)
         for key, nbytes in self._live.items():
             out[owners.get(key, "activations")] += nbytes

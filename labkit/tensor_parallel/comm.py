@@ -12,51 +12,18 @@ They are *conjugate*: each one's backward is the other's forward. Sequence paral
 and f by an all-gather along the sequence (`all_gather_seq`), again a conjugate pair. `gather_last`
 and `split_last` move between a split and a full last dimension.
 
-Every collective is recorded while `count_collectives()` is active: its name, the pass
+Every collective is recorded while `count_collectives()` (`labkit.collectives.counting`) is active: its name, the pass
 ("forward"/"backward"), the elements of the full tensor, and the bytes one rank sends in a ring
 (all-reduce 2(p−1)/p·S, all-gather and reduce-scatter (p−1)/p·S; Lab 05's α–β model). The
-reduce-scatter is Lab 05's ring (gloo has none of its own).
+reduce-scatter is Lab 05's ring.
 """
 from __future__ import annotations
-
-import contextlib
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-from labkit.collectives.alpha_beta import coefficients
-
-_RECORDS: list[list] = []
-
-
-@dataclass(frozen=True)
-class Collective:
-    """One recorded collective: ``op`` (all_reduce, all_gather, reduce_scatter), ``phase``
-    ("forward"/"backward"), ``numel`` elements of the full tensor, ``bytes_sent`` by one rank."""
-
-    op: str
-    phase: str
-    numel: int
-    bytes_sent: float
-
-
-@contextlib.contextmanager
-def count_collectives():
-    """Record every tensor-parallel collective run inside the block; yields the list."""
-    records: list[Collective] = []
-    _RECORDS.append(records)
-    try:
-        yield records
-    finally:
-        _RECORDS.remove(records)
-
-
-def _record(op: str, phase: str, full: torch.Tensor) -> None:
-    p = dist.get_world_size()
-    sent = coefficients("ring_" + op, p, full.numel() * full.element_size())[1]
-    for records in _RECORDS:
-        records.append(Collective(op, phase, full.numel(), sent))
+from labkit.collectives.counting import Collective, count_collectives  # noqa: F401 - re-exported
+from labkit.collectives.counting import record_collective as _record
 
 
 def _all_reduce(x: torch.Tensor, phase: str) -> torch.Tensor:

@@ -1,4 +1,12 @@
 """ZeRO and FSDP (Lab 10): shard the model states over the data-parallel ranks.
 
-    formulas.py   model_state_bytes: per-rank bytes of parameters, gradients and optimizer states
+    formulas.py    model_state_bytes: per-rank bytes of parameters, gradients and optimizer states
+    flat.py        FlatLayout: a group of parameters as one flat vector, padded and cut into N shards
+    comm.py        the collectives (all-gather of shards, reduce-scatter of gradients), counted
+    optimizer.py   ShardedOptimizer: ZeRO-1 (optimizer states sharded) and ZeRO-2 (+ gradients)
+    fsdp.py        FSDP: ZeRO-3 (+ parameters), gathered unit by unit, freed after use
 """
+from labkit.zero.fsdp import FSDP
+from labkit.zero.optimizer import ShardedOptimizer
+
+__all__ = ["FSDP", "ShardedOptimizer"]

@@ -33,3 +33,21 @@ def reduction(world_size: int, stage: int, **bytes_per_param) -> float:
     """How many times less than plain data parallelism a rank holds at this stage and N."""
     return model_state_bytes(1.0, world_size, 0, **bytes_per_param) / model_state_bytes(
         1.0, world_size, stage, **bytes_per_param)
+
+
+def comm_bytes_per_step(num_params: float, world_size: int, stage: int, bytes_per_element: float = 2) -> float:
+    """Bytes one rank sends per training step in a ring (Lab 05), for Ψ parameters on N ranks:
+
+        stage 0 (DDP)     all-reduce of the gradients                      2(N−1)/N·Ψ·b
+        stages 1 and 2    reduce-scatter of gradients + all-gather of params  2(N−1)/N·Ψ·b
+        stage 3 (FSDP)    all-gather in forward and again in backward
+                          + reduce-scatter of gradients                    3(N−1)/N·Ψ·b
+
+    ZeRO-1 and -2 send what DDP sends (and use no all-reduce); ZeRO-3 sends 1.5× as much.
+    """
+    fn = "comm_bytes_per_step"
+    psi = check_real(fn, "num_params", num_params, positive=True)
+    n = check_int(fn, "world_size", world_size, minimum=1)
+    stage = check_int(fn, "stage", stage, minimum=0, maximum=3)
+    b = check_real(fn, "bytes_per_element", bytes_per_element, positive=True)
+    return (3 if stage == 3 else 2) * (n - 1) / n * psi * b

@@ -1,0 +1,261 @@
+"""ZeRO stage 3 / FSDP: parameters, gradients and optimizer states all sharded over the ranks.
+
+    model = FSDP(GPT(cfg))                       # inside a launched process group
+    opt = torch.optim.AdamW(model.parameters())  # steps this rank's shards only
+    _, loss = model(tokens_of_this_rank, targets_of_this_rank)
+    loss.backward()
+    model.finish_gradient_synchronization()      # wait for the reduce-scatters; grads = batch mean
+    opt.step()
+
+**Units.** The model is cut into units: each transformer block by default (every element of an
+``nn.ModuleList``; ``units=`` names others), and the root, which owns every parameter not in a
+unit — embeddings, the last LayerNorm, and any parameter two units share (the tied LM head).
+Each unit's parameters become flat, padded groups (`labkit.zero.flat`); the parameters leave the
+modules, and ``FSDP.parameters()`` are this rank's pieces — what the optimizer steps.
+
+**Which parameters are sharded** is a policy: ``policy(name, param) -> bool``. By default
+parameters of ≥ 2 dimensions (Linear and Embedding weights: nearly all the bytes) are sharded —
+rank r keeps elements [r·Ψ'/N, (r+1)·Ψ'/N) of its unit's flat vector — and 1-D ones (biases,
+LayerNorm scales) stay whole on every rank, their gradients all-reduced.
+
+**One step of a unit** (the ZeRO-3 schedule):
+
+1. just before the unit's forward, **all-gather** its full parameters (cast to ``compute_dtype``
+   first when one is given: half the bytes on the wire for bf16), point the modules at views of
+   them, run the forward, and **free** them right after;
+2. autograd would keep the full weights alive until backward (a Linear saves its weight): a
+   saved-tensor hook keeps a note instead, and the first backward op that needs them
+   **all-gathers them again**; they are freed when the unit's backward is done;
+3. the unit's gradient is **reduce-scattered** (in float32 when ``compute_dtype`` is 16-bit, so
+   gradients and master weights stay float32), asynchronously while backward goes on;
+   `finish_gradient_synchronization` waits, divides by N and leaves each shard's ``.grad``.
+
+Per rank and step that is 2 all-gathers and 1 reduce-scatter of Ψ': 3(N−1)/N·Ψ elements — 1.5×
+DDP's all-reduce. ZeRO-3 cuts memory, not communication. Memory per rank of the sharded states:
+(p + g + k)·Ψ'/N, plus the whole-on-every-rank 1-D parameters and the one unit gathered at a time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from labkit.zero.comm import all_gather_flat, all_reduce_, broadcast_from_rank0_, reduce_scatter_flat
+from labkit.zero.flat import FlatLayout
+
+
+def shard_if_matrix(name: str, param: torch.Tensor) -> bool:
+    """The default policy: shard parameters of >= 2 dimensions, keep 1-D ones whole."""
+    return param.dim() >= 2
+
+
+@dataclass
+class Group:
+    """A unit's parameters of one kind (sharded or whole), as one flat master vector."""
+
+    unit: str                        # the unit's name ("" for the root)
+    names: list                      # the parameters' names in the original model
+    places: list                     # per parameter: [(module, attribute), ...] (a tied weight has two)
+    layout: FlatLayout
+    master: nn.Parameter             # sharded: (Ψ'/N,) this rank's shard; whole: (Ψ',) everything
+    sharded: bool
+    full: torch.Tensor | None = None  # the gathered (Ψ',) vector while in use (sharded groups)
+
+
+@dataclass
+class Unit:
+    """A wrapped module (``name`` "" is the root) and its parameter groups."""
+
+    name: str
+    module: nn.Module
+    groups: list = field(default_factory=list)
+
+
+class _GatherParams(torch.autograd.Function):
+    """Forward: all-gather a shard into the full vector. Backward: reduce-scatter its gradient
+    (asynchronously; the owner collects it in finish_gradient_synchronization)."""
+
+    @staticmethod
+    def forward(ctx, shard, owner, group, compute_dtype):
+        ctx.owner, ctx.group = owner, group
+        return all_gather_flat(shard.detach().to(compute_dtype or shard.dtype), "forward")   # (Ψ',)
+
+    @staticmethod
+    def backward(ctx, grad_full):
+        ctx.owner._reduce_scatter(ctx.group, grad_full)
+        return None, None, None, None
+
+
+class FSDP(nn.Module):
+    """Fully sharded data parallelism (ZeRO-3); see the module docstring."""
+
+    def __init__(self, module: nn.Module, compute_dtype: torch.dtype | None = None,
+                 policy: Callable[[str, torch.Tensor], bool] = shard_if_matrix,
+                 units: Callable[[str, nn.Module], bool] | None = None):
+        super().__init__()
+        if not isinstance(module, nn.Module):
+            raise TypeError(f"FSDP: module must be a torch.nn.Module, got {type(module).__name__}")
+        if compute_dtype not in (None, torch.float32, torch.float64, torch.bfloat16, torch.float16):
+            raise TypeError(f"FSDP: compute_dtype must be None or a float dtype, got {compute_dtype!r}")
+        if not callable(policy):
+            raise TypeError(f"FSDP: policy must be callable as policy(name, param) -> bool, got {policy!r}")
+        if not dist.is_initialized():
+            raise RuntimeError("FSDP: no process group; run inside labkit.dist.launch (or torchrun)")
+        self.module, self.compute_dtype = module, compute_dtype
+        self.world, self.rank = dist.get_world_size(), dist.get_rank()
+        broadcast_from_rank0_([*module.parameters(), *module.buffers()])
+        self.units = self._build_units(module, policy, units or _in_module_list(module))
+        self.flat_params = nn.ParameterList([g.master for u in self.units for g in u.groups])
+        self._by_storage: dict[int, Group] = {}
+        self._pending: list = []
+        self.events: list[tuple[str, str, str]] = []   # (what, unit, phase): gather / free / reduce_scatter
+        for u in self.units[1:]:
+            u.module.register_forward_pre_hook(lambda m, args, u=u: self._gather(u))
+            u.module.register_forward_hook(lambda m, args, out, u=u: self._release(u))
+
+    # ------------------------------------------------------------------ set-up
+    def _build_units(self, module, policy, is_unit) -> list[Unit]:
+        roots = {"": module, **{n: m for n, m in module.named_modules() if n and is_unit(n, m)}}
+        owner_of_module = {}
+        for path, m in module.named_modules():
+            owner_of_module[id(m)] = max((r for r in roots if r == "" or path == r or path.startswith(r + ".")),
+                                         key=len)
+        places: dict[int, list] = {}
+        names: dict[int, str] = {}
+        params: dict[int, nn.Parameter] = {}
+        for mpath, m in module.named_modules():
+            for attr, p in list(m._parameters.items()):
+                if p is None:
+                    continue
+                places.setdefault(id(p), []).append((m, attr, owner_of_module[id(m)]))
+                names.setdefault(id(p), f"{mpath}.{attr}" if mpath else attr)
+                params[id(p)] = p
+        units = {r: Unit(r, m) for r, m in roots.items()}
+        members: dict[tuple, list] = {}
+        for key, where in places.items():
+            owners = {o for _, _, o in where}
+            unit = owners.pop() if len(owners) == 1 else ""      # shared by two units: the root owns it
+            p = params[key]
+            members.setdefault((unit, bool(policy(names[key], p)), p.requires_grad), []).append(key)
+        for (unit, sharded, trainable), keys in sorted(members.items(), key=lambda kv: (kv[0][0], not kv[0][1],
+                                                                                      not kv[0][2])):
+            ps = [params[k] for k in keys]
+            layout = FlatLayout.of(ps, self.world if sharded else 1)
+            flat = layout.flatten([p.detach() for p in ps])
+            lo, hi = layout.shard_range(self.rank) if sharded else (0, layout.padded)
+            master = nn.Parameter(flat[lo:hi].clone(), requires_grad=trainable)
+            units[unit].groups.append(Group(unit, [names[k] for k in keys], [[(m, a) for m, a, _ in places[k]] for k in keys],
+                                            layout, master, sharded))
+        for where in places.values():
+            for m, attr, _ in where:
+                m._parameters.pop(attr, None)
+                setattr(m, attr, None)
+        return [units[r] for r in roots if units[r].groups or r == ""]
+
+    # ------------------------------------------------------------------ gather / release
+    def _materialize(self, group: Group, phase: str) -> torch.Tensor:
+        if group.sharded:
+            self.events.append(("gather", group.unit, phase))
+            if phase == "forward" and torch.is_grad_enabled() and group.master.requires_grad:
+                full = _GatherParams.apply(group.master, self, group, self.compute_dtype)
+            else:
+                with torch.no_grad():
+                    full = all_gather_flat(group.master.to(self.compute_dtype or group.master.dtype), phase)
+            group.full = full
+            self._by_storage[full.untyped_storage().data_ptr()] = group
+            return full
+        return group.master if self.compute_dtype is None else group.master.to(self.compute_dtype)
+
+    def _point(self, group: Group, full: torch.Tensor | None) -> None:
+        views = group.layout.unflatten(full) if full is not None else [None] * len(group.places)
+        for where, view in zip(group.places, views):
+            for m, attr in where:
+                setattr(m, attr, view)
+
+    def _gather(self, unit: Unit) -> None:
+        for g in unit.groups:
+            self._point(g, self._materialize(g, "forward"))
+
+    def _release(self, unit: Unit) -> None:
+        for g in unit.groups:
+            self._point(g, None)
+            self._drop(g, "forward")
+
+    def _drop(self, group: Group, phase: str) -> None:
+        if group.full is not None:
+            self.events.append(("free", group.unit, phase))
+            self._by_storage.pop(group.full.untyped_storage().data_ptr(), None)
+            group.full = None
+
+    # saved-tensor hooks: a saved view of a gathered vector becomes a note, unpacked by re-gathering
+    def _pack(self, t: torch.Tensor):
+        if t.numel() and t.untyped_storage().data_ptr() in self._by_storage:
+            group = self._by_storage[t.untyped_storage().data_ptr()]
+            return ("gathered", group, t.storage_offset(), t.shape, t.stride())
+        return t
+
+    def _unpack(self, saved):
+        if isinstance(saved, tuple) and saved and saved[0] == "gathered":
+            _, group, offset, shape, stride = saved
+            if group.full is None:
+                self._materialize(group, "backward")
+            return group.full.as_strided(shape, stride, offset)
+        return saved
+
+    def forward(self, *args, **kwargs):
+        root = self.units[0]
+        with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
+            self._gather(root)
+            try:
+                return self.module(*args, **kwargs)
+            finally:
+                self._release(root)
+
+    # ------------------------------------------------------------------ gradients
+    def _reduce_scatter(self, group: Group, grad_full: torch.Tensor) -> None:
+        """Called from backward once a sharded group's full gradient is complete."""
+        self._drop(group, "backward")                            # the re-gathered weights are done with
+        grad = grad_full.to(group.master.dtype)                  # reduce in the master's dtype (float32)
+        shard, work = reduce_scatter_flat(grad, "backward", async_op=True)
+        self.events.append(("reduce_scatter", group.unit, "backward"))
+        self._pending.append((group, shard, work, grad))
+
+    def finish_gradient_synchronization(self) -> None:
+        """Wait for the reduce-scatters, all-reduce the whole (1-D) groups' gradients, divide by N:
+        each master's ``.grad`` is then the batch-mean gradient of what this rank holds."""
+        for group, shard, work, _grad in self._pending:
+            if work is not None:
+                work.wait()
+            shard.div_(self.world)
+            group.master.grad = shard if group.master.grad is None else group.master.grad.add_(shard)
+        self._pending.clear()
+        for u in self.units:
+            for g in u.groups:
+                self._drop(g, "backward")     # frozen groups re-gathered in backward have no reduce-scatter
+                if not g.sharded and g.master.grad is not None:
+                    all_reduce_(g.master.grad, "backward")
+                    g.master.grad.div_(self.world)
+
+    @torch.no_grad()
+    def gather_full_params(self) -> dict[str, torch.Tensor]:
+        """{name: full parameter} as in the original model's ``named_parameters()`` (master dtype)."""
+        out = {}
+        for u in self.units:
+            for g in u.groups:
+                full = all_gather_flat(g.master.detach(), "gather") if g.sharded else g.master.detach()
+                out.update(zip(g.names, (v.clone() for v in g.layout.unflatten(full))))
+        return out
+
+    @property
+    def padded_numel(self) -> int:
+        """Σ Ψ'_g over the sharded groups: this rank holds padded_numel / N of those elements."""
+        return sum(g.layout.padded for u in self.units for g in u.groups if g.sharded)
+
+
+def _in_module_list(model: nn.Module) -> Callable[[str, nn.Module], bool]:
+    """The default units: every element of an nn.ModuleList (a transformer's blocks)."""
+    lists = {name for name, m in model.named_modules() if isinstance(m, nn.ModuleList)}
+    return lambda name, module: bool(name) and name.rpartition(".")[0] in lists
