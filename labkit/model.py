@@ -71,6 +71,21 @@ def parameter_count(cfg: GPTConfig) -> int:
     return cfg.vocab * h + cfg.seq_len * h + cfg.layers * per_layer + 2 * h
 
 
+def attention_core(qkv: torch.Tensor, heads: int) -> torch.Tensor:
+    """Causal attention between the two projections: qkv (B, T, 3H) -> y (B, T, H). Scores QKᵀ/√hd,
+    positions after t masked, softmax, att·V, heads put back side by side. (Lab 09 recomputes
+    exactly this function for selective activation recomputation.)"""
+    B, T, H3 = qkv.shape
+    H = H3 // 3
+    head_dim = H // heads
+    q, k, v = qkv.split(H, dim=-1)                                           # (B, T, H) each
+    q, k, v = (t.view(B, T, -1, head_dim).transpose(1, 2) for t in (q, k, v))   # (B, nh, T, hd)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)                   # (B, nh, T, T)
+    future = torch.ones(T, T, dtype=torch.bool, device=qkv.device).triu(1)
+    att = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    return (att @ v).transpose(1, 2).reshape(B, T, -1)                       # (B, T, H)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention in which position t attends to positions <= t."""
 
@@ -81,14 +96,11 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.hidden, cfg.hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, H = x.shape
-        q, k, v = self.qkv(x).split(H, dim=-1)                                   # (B, T, H) each
-        q, k, v = (t.view(B, T, -1, self.head_dim).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hd)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)              # (B, nh, T, T)
-        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-        att = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, -1)                          # (B, T, H)
-        return self.proj(y)
+        return self.proj(self.core(self.qkv(x)))                                 # (B, T, H)
+
+    def core(self, qkv: torch.Tensor) -> torch.Tensor:
+        """`attention_core` with this layer's number of heads."""
+        return attention_core(qkv, self.heads)
 
 
 class MLP(nn.Module):

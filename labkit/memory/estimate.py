@@ -55,45 +55,57 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     return sbh * (10 + 24 / t + attention)
 
 
-def gpt_saved_activation_bytes(cfg, batch_size: int, seq: int | None = None, dtype=None) -> dict:
+def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int, recompute: str = "none") -> int:
+    """Bytes one Block of `labkit.model.GPT` keeps for backward on CPU, counted exactly, with
+    b = batch_size, s = seq, h = hidden, a = heads, r = mlp_ratio, e = ``itemsize`` (bytes per
+    element of the model's dtype):
+
+        none        (8 + 2r)·b·s·h·e  +  4·b·s·e  +  a·b·s²·e  +  s²
+        selective   (8 + 2r)·b·s·h·e  +  4·b·s·e                 (the attention core recomputed)
+        full        b·s·h·e                                      (only the block's input)
+
+    (8 + 2r)·b·s·h·e: the inputs of both LayerNorms, of qkv, of the output projection and of fc
+    (5), the copies of q, k and v that the batched matmuls make (3), GELU's input and the MLP
+    projection's input (r each); 4·b·s·e: mean and 1/std of both LayerNorms (CPU keeps them in the
+    model's dtype); a·b·s²·e: softmax's output; s²: the bool causal mask, shared by the batch.
+    Selective recomputation keeps the qkv output instead of the q, k, v copies — the same bytes —
+    and drops the last two terms.
+    """
+    fn = "gpt_layer_saved_bytes"
+    b, s = check_int(fn, "batch_size", batch_size, minimum=1), check_int(fn, "seq", seq, minimum=1)
+    e = check_int(fn, "itemsize", itemsize, minimum=1)
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"{fn}: recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    h, a, r = cfg.hidden, cfg.heads, cfg.mlp_ratio
+    if recompute == "full":
+        return b * s * h * e
+    kept = (8 + 2 * r) * b * s * h * e + 4 * b * s * e
+    return kept if recompute == "selective" else kept + a * b * s * s * e + s * s
+
+
+def gpt_saved_activation_bytes(cfg, batch_size: int, seq: int | None = None, dtype=None,
+                               recompute: str = "none") -> dict:
     """Bytes autograd keeps for backward after ``GPT(cfg, dtype=dtype)(tokens, targets)`` on CPU,
-    counted exactly (each storage once, parameters left out), by part:
+    counted exactly (each storage once, parameters left out), by part: "layers" (L times
+    `gpt_layer_saved_bytes` under ``recompute``) and, once per model, "final LayerNorm"
+    b·s·h·e + 2·b·s·e, "head input" b·s·h·e, "log-softmax" b·s·V·max(e, 4) (the loss is computed
+    in float32 for a bf16 model), "token ids" 8·b·s (the embedding keeps its indices) + 8·s (the
+    positions), "targets" 8·b·s plus the loss's 0-d weight max(e, 4); and their "total".
 
-    per layer, with b = batch_size, s = seq, h = hidden, a = heads, r = mlp_ratio, e = bytes per
-    element of the model's dtype:
-
-        "layer inputs kept"     (8 + 2r)·b·s·h·e   LayerNorm inputs (2), the inputs of qkv, of the
-                                                   attention projection, of fc (3), copies of q, k, v
-                                                   that the batched matmuls make (3), GELU's input
-                                                   and the MLP projection's input (r each)
-        "attention scores"      a·b·s²·e           softmax's output (B, a, s, s)
-        "causal mask"           s²                 one bool per (query, key) pair, shared by the batch
-        "LayerNorm statistics"  4·b·s·e            mean and 1/std of both LayerNorms (CPU keeps them
-                                                   in the model's dtype)
-
-    and once per model: "final LayerNorm" b·s·h·e + 2·b·s·e; "head input" b·s·h·e; "log-softmax"
-    b·s·V·max(e, 4) (the loss is computed in float32 for a bf16 model); "token ids" 8·b·s (the
-    embedding keeps its indices) and 8·s for the positions; "targets" 8·b·s and the loss's 0-d
-    weight max(e, 4).
-
-    Against Korthikanti et al.'s 34·s·b·h + 5·a·s²·b (16-bit): our model has no dropout — no
-    masks (2·s·b·h + a·s²·b bytes) and no dropout output (2·a·s²·b) — so 32·s·b·h + 2·a·s²·b, plus
-    the LayerNorm statistics and the mask, which the paper leaves out as small.
+    Against Korthikanti et al.'s 34·s·b·h + 5·a·s²·b per layer (16-bit): our model has no dropout
+    — no masks (2·s·b·h + a·s²·b bytes) and no dropout output (2·a·s²·b) — so 32·s·b·h + 2·a·s²·b,
+    plus the LayerNorm statistics and the mask, which the paper leaves out as small.
     """
     import torch
 
     fn = "gpt_saved_activation_bytes"
     b = check_int(fn, "batch_size", batch_size, minimum=1)
     s = cfg.seq_len if seq is None else check_int(fn, "seq", seq, minimum=1, maximum=cfg.seq_len)
-    dtype = torch.float32 if dtype is None else dtype
-    e = torch.empty((), dtype=dtype).element_size()
-    h, a, r, L, V = cfg.hidden, cfg.heads, cfg.mlp_ratio, cfg.layers, cfg.vocab
+    e = torch.empty((), dtype=torch.float32 if dtype is None else dtype).element_size()
+    h, V = cfg.hidden, cfg.vocab
     wide = max(e, 4)
     parts = {
-        "layer inputs kept": L * (8 + 2 * r) * b * s * h * e,
-        "attention scores": L * a * b * s * s * e,
-        "causal mask": L * s * s,
-        "LayerNorm statistics": L * 4 * b * s * e,
+        "layers": cfg.layers * gpt_layer_saved_bytes(cfg, b, s, e, recompute),
         "final LayerNorm": b * s * h * e + 2 * b * s * e,
         "head input": b * s * h * e,
         "log-softmax": b * s * V * wide,

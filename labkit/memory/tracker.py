@@ -149,3 +149,42 @@ class MemoryTracker(TorchDispatchMode):
     def live_by_category(self) -> dict[str, int]:
         """Bytes live now, split into CATEGORIES."""
         return self._classify()
+
+
+class ActivationPeakTracker(MemoryTracker):
+    """A `MemoryTracker` that also records ``peak_activation_bytes``: the largest value of the
+    "activations" category after any op (the parent's ``peak_by_category`` is the split at the
+    moment of the *total* peak, which may come when the activations are already falling).
+
+    After every op: activations = live bytes − the live bytes of parameters, buffers,
+    parameters' ``.grad``, optimizer states and tensors the model declares (the same split as
+    ``live_by_category``, which would be exact too but re-sorts every live storage per op)."""
+
+    def __init__(self, model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None):
+        super().__init__(model, optimizer)
+        self.peak_activation_bytes = 0
+        self._params: list = []
+        self._fixed: set = set()
+
+    def live_activation_bytes(self) -> int:
+        """Bytes live now in the "activations" category (equal to ``live_by_category()``'s)."""
+        owned = set(self._fixed)                       # storage ids of parameters and buffers
+        owned.update(id(_storage(p.grad)) for p in self._params if p.grad is not None)
+        if self.optimizer is not None:
+            owned.update(id(_storage(v)) for state in self.optimizer.state.values()
+                         for v in state.values() if isinstance(v, torch.Tensor))
+        owned.update(id(_storage(t)) for tensors in self._declared().values() for t in tensors)
+        return self.current - sum(self._live.get(key, 0) for key in owned)
+
+    def __enter__(self):
+        if self.model is not None:
+            self._params = list(self.model.parameters())
+            self._fixed = {id(_storage(t)) for t in [*self._params, *self.model.buffers()]}
+        out = super().__enter__()
+        self.peak_activation_bytes = max(self.peak_activation_bytes, self.live_activation_bytes())
+        return out
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        self.peak_activation_bytes = max(self.peak_activation_bytes, self.live_activation_bytes())
+        return out

@@ -56,8 +56,9 @@ def _model(cfg: GPTConfig, dtype, frozen) -> GPT:
     return model
 
 
-def _build(method: str, cfg: GPTConfig, dtype, lr: float, weight_decay: float, bucket_cap_mb: float, policy,
-           frozen):
+def build(method: str, cfg: GPTConfig, dtype=torch.float32, lr: float = 1e-2, weight_decay: float = 0.1,
+          bucket_cap_mb: float = 25.0, policy=None, frozen: tuple = ()):
+    """(model to call, optimizer) for ``method`` on this rank; the model is ``GPT(cfg, seed=0)``."""
     model = _model(cfg, dtype, frozen)
     kw = dict(lr=lr, weight_decay=weight_decay)
     if method == "ddp":
@@ -94,13 +95,14 @@ def _build(method: str, cfg: GPTConfig, dtype, lr: float, weight_decay: float, b
     raise ValueError(f"train_rank: method must be one of {', '.join(METHODS)}, got {method!r}")
 
 
-def _local_optimizer(opt):
+def local_optimizer(opt):
     """The optimizer whose ``state`` holds this rank's tensors: ZeroRedundancyOptimizer keeps them
     in its local ``optim``."""
     return getattr(opt, "optim", opt)
 
 
-def _full_params(method: str, model) -> dict:
+def full_params(method: str, model) -> dict:
+    """{name: full parameter} of the original model, however it is sharded."""
     if method == "fsdp":
         return model.gather_full_params()
     inner = getattr(model, "module", model)
@@ -115,12 +117,12 @@ def train_rank(rank: int, world: int, method: str, cfg: GPTConfig, steps: int = 
     """Train ``steps`` AdamW steps with ``method`` on this rank (run it under `labkit.dist.launch`);
     ``frozen`` names parameters that do not train; ``policy`` is FSDP's (which to shard)."""
     warnings.simplefilter("ignore", FutureWarning)     # torch's deprecation notes for renamed collectives
-    model, opt = _build(method, cfg, dtype, lr, weight_decay, bucket_cap_mb, policy, frozen)
+    model, opt = build(method, cfg, dtype, lr, weight_decay, bucket_cap_mb, policy, frozen)
     lo, hi = rank * global_batch // world, (rank + 1) * global_batch // world
     losses, comm, peak = [], [], 0
     for step in range(steps):
         tokens, targets = batch(cfg, global_batch, seed=step)
-        tracker = MemoryTracker(model, _local_optimizer(opt))
+        tracker = MemoryTracker(model, local_optimizer(opt))
         with tracker, count_collectives() as recs:
             opt.zero_grad()
             _, loss = model(tokens[lo:hi], targets[lo:hi])
@@ -135,11 +137,11 @@ def train_rank(rank: int, world: int, method: str, cfg: GPTConfig, steps: int = 
             ops[c.op] = ops.get(c.op, 0) + c.numel
         comm.append(ops)
         peak = tracker.peak_bytes
-    tracker = MemoryTracker(model, _local_optimizer(opt))
+    tracker = MemoryTracker(model, local_optimizer(opt))
     with tracker:
         held = tracker.live_by_category()
     padded = getattr(opt, "padded_numel", 0) or getattr(model, "padded_numel", 0)
-    return RankRun(_full_params(method, model), losses, comm, held, peak, padded)
+    return RankRun(full_params(method, model), losses, comm, held, peak, padded)
 
 
 def reference_params(cfg: GPTConfig, steps: int = 3, global_batch: int = 4, lr: float = 1e-2,
