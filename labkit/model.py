@@ -32,7 +32,7 @@ from torch import nn
 
 from labkit.checks import check_int
 
-DTYPES = (torch.float32, torch.float64, torch.bfloat16)
+DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ class GPT(nn.Module):
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None):
         """tokens: (B, T) int64 with T <= seq_len. Returns logits (B, T, vocab), or
         (logits, loss) when ``targets`` (B, T) is given; loss = mean cross-entropy, in the model's
-        dtype (float32 for a bf16 model)."""
+        dtype (float32 for a 16-bit model)."""
         check_tokens("GPT", "tokens", tokens, self.cfg)
         B, T = tokens.shape
         pos = torch.arange(T, device=tokens.device)
@@ -177,7 +177,7 @@ class GPT(nn.Module):
         if targets is None:
             return logits
         check_tokens("GPT", "targets", targets, self.cfg, like=tokens)
-        wide = logits.float() if logits.dtype == torch.bfloat16 else logits   # bf16: reduce in float32
+        wide = logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits   # 16-bit: in float32
         loss = F.cross_entropy(wide.reshape(B * T, -1), targets.reshape(B * T))
         return logits, loss
 

@@ -7,4 +7,10 @@
                        RNG restored; exact peak bytes (S + k + 2)·a vs torch.utils.checkpoint
     recompute.py       selective (attention core) and full recomputation of the GPT
     accumulation.py    gradient accumulation: micro-batches with loss/n; peak = c0 + m·c1 exactly
+    mixed_precision.py fp32 master weights + Adam (16 bytes/param, measured), dynamic loss scaling
+                       (step for step torch.amp.GradScaler), fp16 underflow, bf16 autocast
+    offload.py         OffloadedAdam: Adam's states on a slower tier (pinned host memory or an
+                       mmap'd file); T_step = bytes moved / bandwidth + T_update, measured
+    quantize.py        symmetric absmax int8/int4 per tensor/channel/group, packed bytes, error
+                       <= s/2; straight-through fake quantization: QAT against PTQ
 """
