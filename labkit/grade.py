@@ -53,6 +53,9 @@ from labkit import grading
 MAX_FAILURE_CHARS = 600      # per lost test, in the table's notes and results.json
 DEFAULT_EXERCISE_S = 60.0
 DEFAULT_LAB_S = 240.0
+# pytest plugins the judge has no use for; loading them (nbformat's JSON schemas, hypothesis)
+# costs ~3 s per judge, which every "check your work" cell and every grading run pays
+JUDGE_SKIPS_PLUGINS = ("-p", "no:nbval", "-p", "no:hypothesispytest", "-p", "no:anyio")
 
 
 class UsageError(Exception):
@@ -153,7 +156,7 @@ def run_graded_tests(impl: str, lab: str | None = None, verbose: bool = False,
         while targets:
             report.unlink(missing_ok=True)
             cmd = [sys.executable, "-m", "pytest", *targets, "-c", str(grading.REPO_ROOT / "pyproject.toml"),
-                   "-p", "no:cacheprovider", "--impl", impl, "--grade-report", str(report),
+                   "-p", "no:cacheprovider", *JUDGE_SKIPS_PLUGINS, "--impl", impl, "--grade-report", str(report),
                    "--exercise-timeout", str(exercise_s), "--lab-timeout", str(lab_s), "--memory-mb", str(memory_mb),
                    "--no-header", "-q" if verbose else "-qq", "-rf" if verbose else "-rN",
                    *(["--grade-seed", str(meta["seed"])] if meta["seed"] is not None else []),

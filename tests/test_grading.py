@@ -80,16 +80,30 @@ def test_stubs_score_zero():
         assert max_points(module, r["exercise"]) == r["max_score"], r["exercise"]
 
 
+def known_wrong_submission(case: Path, dest: Path) -> Path:
+    """A submission folder for a known-wrong case: the reference answers' text, then the case's
+    own definitions (its ``from solutions... import`` lines dropped), which replace the right ones.
+    Graded as a learner's file would be: nothing of it imports solutions."""
+    module = next(case.glob("lab*.py"))
+    own = "\n".join(ln for ln in module.read_text().splitlines() if not ln.startswith("from solutions."))
+    dest.mkdir()
+    (dest / module.name).write_text((ROOT / "solutions" / module.name).read_text() + "\n\n" + own + "\n")
+    return dest
+
+
 @pytest.mark.parametrize("case", KNOWN_WRONG, ids=lambda p: p.name)
-def test_known_wrong_solutions_are_rejected(case, solution_rows):
+def test_known_wrong_solutions_are_rejected(case, solution_rows, tmp_path):
     expected = [ln.strip() for ln in (case / "EXPECT").read_text().splitlines() if ln.strip()]
     assert expected, f"{case}/EXPECT names no exercise"
-    module = next(case.glob("lab*.py"))
-    lab = module.stem[3:5]
-    rows = {r["exercise"]: r for r in grade.score_table(grade.run_graded_tests(str(case), lab=lab, exercises=expected))}
+    lab = next(case.glob("lab*.py")).stem[3:5]
+    sub = known_wrong_submission(case, tmp_path / "submission")
+    rows = {r["exercise"]: r for r in grade.score_table(grade.run_graded_tests(str(sub), lab=lab, exercises=expected))}
     for ex in expected:
         assert ex in rows, f"{ex} is not an exercise of lab {lab}"
         assert rows[ex]["score"] < rows[ex]["max_score"], f"{case.name}: {ex} was not rejected"
+        reasons = " ".join(rows[ex].get("reasons", {}))
+        assert "forbidden" not in reasons and "not allowed" not in reasons, \
+            f"{case.name}: {ex} lost its points to the static check, not to its mistake: {reasons}"
 
 
 def test_cli_table_and_gradescope_json(tmp_path, capsys):

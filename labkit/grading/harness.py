@@ -331,3 +331,145 @@ def lab07_tp(module, exercise: str, world_size: int, cases: list, timeout: float
     from labkit.dist import launch
 
     return launch(_tp_rank, world_size, module, exercise, cases, backend="gloo", timeout=timeout, quiet=True)
+
+
+# ------------------------------------------------------------------ Lab 10: ZeRO-1 and FSDP on gloo ranks
+def _watch_collectives(phase: dict) -> list:
+    """Wrap torch.distributed's collectives to log (kind, elements, phase["now"]) of every call:
+    kind "all_gather" / "reduce_scatter" for every variant of those two, else the function's
+    name; elements = the biggest tensor argument (a list of tensors counts as their sum: the
+    whole vector). Returns the log."""
+    import torch
+    import torch.distributed as dist
+
+    log = []
+    names = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce_scatter",
+             "reduce_scatter_tensor", "reduce_scatter_single", "broadcast", "reduce", "all_to_all_single")
+    for name in names:
+        original = getattr(dist, name, None)
+        if original is None:
+            continue
+
+        kind = next((k for k in ("all_gather", "reduce_scatter") if name.startswith(k)), name)
+
+        def watched(*args, _kind=kind, _original=original, **kwargs):
+            sizes = [sum(t.numel() for t in a if isinstance(t, torch.Tensor)) if isinstance(a, (list, tuple))
+                     else a.numel() for a in args if isinstance(a, (list, tuple, torch.Tensor))]
+            log.append((_kind, max(sizes, default=0), phase["now"]))
+            return _original(*args, **kwargs)
+
+        setattr(dist, name, watched)
+    return log
+
+
+def _zero1_rank(rank, world, module, cases):
+    import torch
+
+    phase = {"now": "step"}
+    log = _watch_collectives(phase)
+    out = []
+    for case in cases:
+        param = case["param"].clone()
+        state: dict = {}
+        for step in range(case["steps"]):
+            module.zero1_step(param, case["grads"][step][rank].clone(), state, case["lr"], case["momentum"])
+        kept = sum(v.numel() for v in state.values() if isinstance(v, torch.Tensor))
+        out.append({"param": param, "state_numel": kept, "calls": log[:]})
+        log.clear()
+    return out
+
+
+def lab10_zero1(module, world_size: int, cases: list, timeout: float = 45.0):
+    """Run ``module.zero1_step`` for each case's steps on ``world_size`` gloo ranks (rank r gets
+    ``case["grads"][step][r]``); per rank, per case: the parameters after the last step, the
+    elements of the tensors kept in ``state``, and the collectives called (name, elements, phase)."""
+    from labkit.dist import launch
+
+    return launch(_zero1_rank, world_size, module, cases, backend="gloo", timeout=timeout, quiet=True)
+
+
+def _settled_bytes(tracker, below: int, *exclude, wait_s: float = 0.3) -> int:
+    """Live bytes apart from ``exclude``, given up to ``wait_s`` to drop under ``below``: gloo's
+    worker thread can hold a finished collective's tensors for a moment after wait() returns."""
+    import gc
+    import time
+
+    deadline = time.monotonic() + wait_s
+    kept = tracker.live_bytes_except(*exclude)
+    while kept >= below and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.01)
+        kept = tracker.live_bytes_except(*exclude)
+    return kept
+
+
+def _fsdp_rank(rank, world, module, cases):
+    import torch
+
+    from labkit.memory.tracker import MemoryTracker
+
+    phase = {"now": "forward"}
+    log = _watch_collectives(phase)
+    out = []
+    for case in cases:
+        o, i = case["weight"].shape
+        n = world
+        size = -(-o * i // n)
+        flat = torch.cat([case["weight"].reshape(-1), case["weight"].new_zeros(n * size - o * i)])
+        shard = flat[rank * size:(rank + 1) * size].clone().requires_grad_()
+        bias = case["bias"].clone().requires_grad_()
+        x = case["x"][rank].clone().requires_grad_()
+        phase["now"] = "forward"
+        tracker = MemoryTracker()
+        with tracker:
+            y = module.fsdp_linear(x, shard, bias, o, i)
+            kept = _settled_bytes(tracker, o * i * case["weight"].element_size(), x, shard, bias, y)
+        phase["now"] = "backward"
+        (y * case["upstream"][rank]).sum().backward()
+        out.append({"y": y.detach(), "x_grad": x.grad, "shard_grad": shard.grad, "bias_grad": bias.grad,
+                    "kept_bytes": int(kept), "calls": log[:]})
+        log.clear()
+    return out
+
+
+def lab10_fsdp_linear(module, world_size: int, cases: list, timeout: float = 45.0):
+    """Run ``module.fsdp_linear`` forward and backward on ``world_size`` gloo ranks for each case
+    (rank r's input ``case["x"][r]``, upstream gradient ``case["upstream"][r]``; the full weight is
+    cut into padded flat shards here). Per rank, per case: output, gradients of x, of the weight
+    shard and of the bias, the bytes created in forward and still alive after it apart from the
+    output (MemoryTracker), and the collectives called (name, elements, pass)."""
+    from labkit.dist import launch
+
+    return launch(_fsdp_rank, world_size, module, cases, backend="gloo", timeout=timeout, quiet=True)
+
+
+# ------------------------------------------------------------------ Lab 09: a checkpointed chain
+def lab09_checkpoint(module, cases: list):
+    """Run ``module.checkpointed_forward`` on `labkit.memory.checkpointing.make_chain` chains, one
+    forward + backward of ``out.sum()`` per case ({n_layers, segment, batch, width, dropout, seed};
+    the global RNG is seeded with ``seed`` first). Per case: gradients of x and of every parameter,
+    the peak activation bytes (`ActivationPeakTracker`) and the matmul FLOPs (FlopCounterMode)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from labkit.memory.checkpointing import make_chain
+    from labkit.memory.tracker import ActivationPeakTracker
+
+    out = []
+    for case in cases:
+        layers = make_chain(case["n_layers"], case["width"], dropout=case["dropout"], seed=case["seed"])
+        x = torch.randn(case["batch"], case["width"], dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(case["seed"])).requires_grad_()
+        holder = torch.nn.ModuleList(layers)
+        tracker = ActivationPeakTracker(holder)
+        torch.manual_seed(case["seed"])
+        with tracker:
+            module.checkpointed_forward(list(layers), x, case["segment"]).sum().backward()
+        grads = [x.grad] + [p.grad for p in holder.parameters()]
+        holder.zero_grad(set_to_none=True)
+        x.grad = None
+        torch.manual_seed(case["seed"])
+        with FlopCounterMode(display=False) as counter:
+            module.checkpointed_forward(list(layers), x, case["segment"]).sum().backward()
+        out.append({"grads": grads, "peak": tracker.peak_activation_bytes, "flops": counter.get_total_flops()})
+    return out

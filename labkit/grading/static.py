@@ -42,12 +42,15 @@ class Policy:
         functions; the worker replaces them with a function that raises.
     forbid_collectives: torch.distributed's built-in collectives are off limits.
     jit_kernels: graded names that must be top-level ``@triton.jit`` functions.
+    forbid_modules: dotted modules (e.g. "torch.utils.checkpoint") whose ready-made version of
+        the exercise the lab asks the learner to write; importing or using them scores 0.
     """
 
     labkit_allowed: frozenset = frozenset()
     references: tuple = ()
     forbid_collectives: bool = False
     jit_kernels: tuple = ()
+    forbid_modules: tuple = ()
 
 
 BANNED_MODULES = {"importlib", "runpy", "ctypes", "gc", "inspect", "marshal", "pickle", "dill", "cloudpickle",
@@ -107,6 +110,7 @@ class _Checker(ast.NodeVisitor):
         self.labkit_aliases: dict[str, str] = {}   # local name -> dotted labkit module path
         self.dist_aliases: set[str] = set()        # local names bound to torch.distributed
         self.torch_aliases: set[str] = set()       # local names bound to torch
+        self.torch_modules: dict[str, str] = {}    # local name -> dotted torch path ("from torch import utils")
 
     def flag(self, node, reason: str) -> None:
         self.found.setdefault(self.owner, f"{reason} (line {getattr(node, 'lineno', '?')})")
@@ -120,6 +124,8 @@ class _Checker(ast.NodeVisitor):
                 self.dist_aliases.add(local)
             elif alias.name.split(".")[0] == "torch":
                 self.torch_aliases.add(local)
+                if alias.asname:
+                    self.torch_modules[local] = alias.name
             if alias.name.split(".")[0] == "labkit":
                 path = alias.name if alias.asname else "labkit"
                 if alias.name not in self.policy.labkit_allowed:
@@ -140,6 +146,8 @@ class _Checker(ast.NodeVisitor):
                 self.flag(node, f"forbidden import `{full}`: this lab allows from labkit only {_allowed(self.policy)}")
             if mod == "torch" and alias.name == "distributed":
                 self.dist_aliases.add(alias.asname or alias.name)
+            if mod.split(".")[0] == "torch":
+                self.torch_modules[alias.asname or alias.name] = full
             if self.policy.forbid_collectives and mod.startswith("torch.distributed") and \
                     (alias.name in COLLECTIVES or alias.name in DIST_ONLY or alias.name == "*"):
                 self.flag(node, f"torch.distributed's `{alias.name}` is not allowed in this lab; use exchange / "
@@ -153,9 +161,14 @@ class _Checker(ast.NodeVisitor):
             self.flag(node, f"forbidden import `{name}`")
         elif parts[:2] == ["os", "system"] or (parts[0] == "os" and len(parts) > 1 and parts[1] in BANNED_ATTRS):
             self.flag(node, f"forbidden import `{name}`")
+        elif self._forbidden_module(name):
+            self.flag(node, f"`{name}` is not allowed in this lab: write it yourself")
         elif self.policy.forbid_collectives and parts[0] == "torch" and \
                 any(p in COLLECTIVES for p in parts[1:]):
             self.flag(node, f"forbidden import `{name}`: built-in collectives are not allowed in this lab")
+
+    def _forbidden_module(self, name: str) -> bool:
+        return any(name == m or name.startswith(m + ".") for m in self.policy.forbid_modules)
 
     # ---- names and attributes
     def visit_Name(self, node):
@@ -180,6 +193,12 @@ class _Checker(ast.NodeVisitor):
         if attr in BANNED_ATTRS or (attr == "modules" and _name(base) == "sys"):
             self.flag(node, f"attribute `{attr}` is not allowed in a graded file")
         dotted = _dotted(base)
+        if dotted is not None and (dotted.split(".")[0] in self.torch_modules or
+                                   dotted.split(".")[0] in self.torch_aliases):
+            head, *rest = dotted.split(".")
+            full = ".".join([self.torch_modules.get(head, "torch"), *rest, attr])
+            if self._forbidden_module(full):
+                self.flag(node, f"`{full}` is not allowed in this lab: write it yourself")
         if dotted is not None:
             head, *rest = dotted.split(".")
             if head in self.labkit_aliases:

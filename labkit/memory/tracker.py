@@ -150,6 +150,12 @@ class MemoryTracker(TorchDispatchMode):
         """Bytes live now, split into CATEGORIES."""
         return self._classify()
 
+    def live_bytes_except(self, *tensors: torch.Tensor) -> int:
+        """Bytes live now, leaving out the storages of ``tensors`` (e.g. a block's inputs, which the
+        tracker counts once an op inside returns a view of them, and its outputs)."""
+        skip = {id(_storage(t)) for t in tensors if isinstance(t, torch.Tensor)}
+        return sum(nbytes for key, nbytes in self._live.items() if key not in skip)
+
 
 class ActivationPeakTracker(MemoryTracker):
     """A `MemoryTracker` that also records ``peak_activation_bytes``: the largest value of the

@@ -1,0 +1,43 @@
+"""Lab 09 exercises: memory (your work: replace each raise with code).
+
+- ``checkpointed_forward``: activation checkpointing of a chain of layers, written by hand;
+- ``block_activation_bytes``: the bytes one block of the course's GPT keeps for backward.
+"""
+import math  # noqa: F401
+
+import torch  # noqa: F401
+
+
+def checkpointed_forward(layers, x, segment):
+    """Run the chain ``layers`` on ``x``, keeping for backward only each segment's input.
+
+    layers: a list of torch.nn.Module, each mapping (B, w) -> (B, w) (they may contain dropout);
+    x: (B, w) tensor (it may require grad); segment: k >= 1, the number of consecutive layers
+    per segment (the last segment may be shorter). Every segment, the last one too, runs in
+    forward under torch.no_grad() — nothing of it is saved but its input — and is run again in
+    backward, with grad, to back-propagate through it. Return the chain's output (B, w).
+
+    The gradients of x and of every parameter must equal those of the plain chain, dropout
+    included: save the random-number generator's state (torch.get_rng_state()) before a
+    segment's forward and restore it before recomputing it (inside torch.random.fork_rng(), so
+    the random stream after the step is not disturbed). Do not use torch.utils.checkpoint.
+    """
+    raise NotImplementedError("hint: class Segment(torch.autograd.Function): forward(ctx, run, x, *params) saves x and the RNG state and returns run(x) under no_grad; backward recomputes run(x.detach().requires_grad_()) with grad enabled, calls torch.autograd.backward(out, grad) and returns x's gradient")
+
+
+def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recompute="none"):
+    """Bytes one block of ``labkit.model.GPT`` keeps for backward, on CPU (an int).
+
+    A block is x + attn(ln1(x)), then x + mlp(ln2(x)); its tensors have b = batch rows of
+    s = seq positions of h = hidden features, a = heads attention heads, an MLP of width
+    r·h (r = mlp_ratio), e = itemsize bytes per element. Count, once each:
+    - the input of each LayerNorm, and each LayerNorm's mean and 1/std (b·s numbers each);
+    - the input of every Linear (qkv, the attention's output projection, fc, the MLP's proj);
+    - the copies of q, k and v that the batched matmuls make (b·s·h each);
+    - softmax's output (b·a·s·s) and the causal mask (s·s booleans of 1 byte);
+    - GELU's input.
+    recompute="selective": the attention core (scores, mask, softmax, att·V) is recomputed: its
+    q, k, v copies are replaced by the qkv output (same size), softmax's output and the mask are
+    not kept. recompute="full": only the block's input is kept.
+    """
+    raise NotImplementedError("hint: add up the list in b·s·h·e units first: 2 LayerNorm inputs + 4 Linear inputs (two of them r times wider) + 3 copies + GELU's input; then the small terms")

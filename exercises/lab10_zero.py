@@ -1,0 +1,63 @@
+"""Lab 10 exercises: ZeRO and FSDP (your work: replace each raise with code).
+
+- ``model_state_bytes``: what one rank holds at each ZeRO stage;
+- ``zero1_step``: a ZeRO-1 step — your rank keeps and updates only its shard of the optimizer
+  state, then the updated shards are all-gathered;
+- ``fsdp_linear``: FSDP's gather → compute → free for one linear layer, forward and backward.
+
+``zero1_step`` and ``fsdp_linear`` run on every rank of an initialised process group (e.g. under
+``labkit.dist.launch``). Use ``dist.reduce_scatter_tensor`` and ``dist.all_gather_into_tensor``
+(sum); the grader logs every collective you call.
+"""
+import math  # noqa: F401
+
+import torch  # noqa: F401
+import torch.distributed as dist  # noqa: F401
+
+
+def model_state_bytes(num_params, world_size, stage, param_bytes=2, grad_bytes=2, optimizer_bytes=12):
+    """Bytes of parameters + gradients + optimizer states one rank holds.
+
+    num_params: Ψ, the number of parameters; world_size: N data-parallel ranks; stage: 0 (plain
+    data parallelism: everything replicated), 1 (optimizer states sharded over the N ranks),
+    2 (gradients too), 3 (parameters too). param_bytes, grad_bytes, optimizer_bytes: bytes per
+    parameter of each (mixed-precision Adam: 2, 2 and 12 — fp32 master copy, m and v).
+    Return a float. Example: Ψ = 7.5e9, N = 64, stage 1 -> 4Ψ + 12Ψ/64 = 31.40625e9.
+    """
+    raise NotImplementedError("hint: start from (p + g + k)·Ψ and divide by N the parts the stage shards: stage 1 k, stage 2 g + k, stage 3 all three")
+
+
+def zero1_step(param, grad, state, lr, momentum):
+    """One ZeRO-1 step of SGD with momentum on this rank; ``param`` is updated in place.
+
+    param: (P,) float64, the flat parameters, the same on every rank.
+    grad: (P,) float64, this rank's gradient (of the mean loss over its own slice of the batch).
+    state: a dict this rank keeps from call to call (empty at the first call). Keep in it only
+        this rank's shard of the momentum buffer: P'/N numbers, not P.
+    lr, momentum: floats. The update is torch.optim.SGD's, on the gradient averaged over ranks:
+        v = momentum·v + g_mean  (v starts at g_mean),  p = p − lr·v.
+    Sharding: pad P to P' = ceil(P/N)·N elements (zeros at the end); rank r owns elements
+    [r·P'/N, (r+1)·P'/N) of the padded vector.
+    1. reduce-scatter the padded gradient (sum), divide by N: your shard of g_mean;
+    2. update your shard of v and of the parameters;
+    3. all-gather the updated shards into the padded parameters and copy the first P back into
+       ``param``.
+    No all-reduce: ZeRO-1 moves what DDP moves, as a reduce-scatter plus an all-gather.
+    """
+    raise NotImplementedError("hint: n, r = dist.get_world_size(), dist.get_rank(); s = math.ceil(P / n); pad with torch.cat, then dist.reduce_scatter_tensor(out_shard, padded_grad) and dist.all_gather_into_tensor(padded_param, my_new_shard)")
+
+
+def fsdp_linear(x, weight_shard, bias, out_features, in_features):
+    """y = x·Wᵀ + b, where W lives sharded: FSDP's gather → compute → free, in both passes.
+
+    x: (B, in_features), this rank's input; weight_shard: (P'/N,) with requires_grad, this
+    rank's shard of W (out_features, in_features) flattened row by row and padded with zeros to
+    P' = ceil(out·in/N)·N elements; bias: (out_features,), the same on every rank.
+    Return y: (B, out_features). Write a torch.autograd.Function:
+    - forward: all-gather the full padded W, compute y, and keep for backward only x and what
+      you were given — NOT the full W (it must be freed when forward returns);
+    - backward: all-gather W again, compute dx = dy·W and dW = dyᵀ·x, flatten and pad dW, and
+      reduce-scatter it (sum over ranks) into the gradient of weight_shard; the gradient of
+      bias is dy summed over the batch (no communication).
+    """
+    raise NotImplementedError("hint: class F(torch.autograd.Function): forward(ctx, x, shard, bias, out, inp) saves x and shard; a helper gathers the padded flat W and returns W[:out*inp].view(out, inp)")

@@ -1,0 +1,79 @@
+"""Lab 09 reference answers: memory (see exercises/lab09_memory.py for the specifications)."""
+import torch
+
+
+class _Segment(torch.autograd.Function):
+    """Forward without a graph (only x and the RNG state kept); backward recomputes, then
+    back-propagates. The parameters are inputs so that the output requires grad."""
+
+    @staticmethod
+    def forward(ctx, run, x, *params):
+        ctx.run, ctx.rng = run, torch.get_rng_state()
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            return run(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        x = x.detach().requires_grad_(ctx.needs_input_grad[1])
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(ctx.rng)
+            with torch.enable_grad():
+                out = ctx.run(x)
+        torch.autograd.backward(out, grad)
+        return (None, x.grad) + (None,) * (len(ctx.needs_input_grad) - 2)
+
+
+def _runner(part):
+    def run(x):
+        for layer in part:
+            x = layer(x)
+        return x
+    return run
+
+
+def checkpointed_forward(layers, x, segment):
+    """Run the chain ``layers`` on ``x``, keeping for backward only each segment's input.
+
+    layers: a list of torch.nn.Module, each mapping (B, w) -> (B, w) (they may contain dropout);
+    x: (B, w) tensor (it may require grad); segment: k >= 1, the number of consecutive layers
+    per segment (the last segment may be shorter). Every segment, the last one too, runs in
+    forward under torch.no_grad() — nothing of it is saved but its input — and is run again in
+    backward, with grad, to back-propagate through it. Return the chain's output (B, w).
+
+    The gradients of x and of every parameter must equal those of the plain chain, dropout
+    included: save the random-number generator's state (torch.get_rng_state()) before a
+    segment's forward and restore it before recomputing it (inside torch.random.fork_rng(), so
+    the random stream after the step is not disturbed). Do not use torch.utils.checkpoint.
+    """
+    layers = list(layers)
+    for i in range(0, len(layers), segment):
+        part = layers[i:i + segment]
+        params = [p for m in part for p in m.parameters() if p.requires_grad]
+        x = _Segment.apply(_runner(part), x, *params)
+    return x
+
+
+def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recompute="none"):
+    """Bytes one block of ``labkit.model.GPT`` keeps for backward, on CPU (an int).
+
+    A block is x + attn(ln1(x)), then x + mlp(ln2(x)); its tensors have b = batch rows of
+    s = seq positions of h = hidden features, a = heads attention heads, an MLP of width
+    r·h (r = mlp_ratio), e = itemsize bytes per element. Count, once each:
+    - the input of each LayerNorm, and each LayerNorm's mean and 1/std (b·s numbers each);
+    - the input of every Linear (qkv, the attention's output projection, fc, the MLP's proj);
+    - the copies of q, k and v that the batched matmuls make (b·s·h each);
+    - softmax's output (b·a·s·s) and the causal mask (s·s booleans of 1 byte);
+    - GELU's input.
+    recompute="selective": the attention core (scores, mask, softmax, att·V) is recomputed: its
+    q, k, v copies are replaced by the qkv output (same size), softmax's output and the mask are
+    not kept. recompute="full": only the block's input is kept.
+    """
+    bsh = batch * seq * hidden * itemsize
+    if recompute == "full":
+        return bsh
+    kept = (8 + 2 * mlp_ratio) * bsh + 4 * batch * seq * itemsize
+    if recompute == "selective":
+        return kept
+    return kept + heads * batch * seq * seq * itemsize + seq * seq

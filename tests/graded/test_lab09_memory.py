@@ -1,0 +1,159 @@
+"""Graded tests for Lab 09 (exercises/lab09_memory.py). Run: python -m labkit.grade --lab 09.
+
+``checkpointed_forward`` runs in the submission's sandboxed worker on float64 chains of
+Linear+Tanh(+Dropout) layers (labkit.grading.harness.lab09_checkpoint); the judge runs the plain
+chain with the same seed itself. Recomputing the same ops gives the same numbers: gradients are
+compared to 1e-12 (dropout with the wrong masks is off by O(1)). Peak activation bytes must stay
+within one (B, w) tensor of the every-segment closed form (S + k + 2)·a + g + 2e
+(labkit.memory.checkpointing.chain_peak_bytes), far below keeping everything, (N + 2)·a + g + 2e;
+the extra FLOPs must be more than none and at most one forward.
+
+``block_activation_bytes`` is compared exactly with labkit's closed form on random sizes, and
+with the bytes the judge measures on the GPT itself (one layer more = one block more).
+"""
+import random
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from labkit.grading.static import Policy
+from labkit.memory.checkpointing import chain_peak_bytes, make_chain
+from labkit.memory.estimate import gpt_layer_saved_bytes
+from labkit.model import GPT, GPTConfig, batch
+
+POLICY = Policy(references=("labkit.memory.checkpointing.checkpoint_segment",
+                            "labkit.memory.checkpointing.checkpointed_chain",
+                            "labkit.memory.estimate.gpt_layer_saved_bytes"),
+                forbid_modules=("torch.utils.checkpoint",))
+TOL = 1e-12
+
+
+def _cases(seed):
+    rng = random.Random(seed)
+    return [dict(n_layers=16, segment=4, batch=8, width=6, dropout=0.0, seed=seed % 1000),
+            dict(n_layers=7, segment=3, batch=4, width=5, dropout=0.0, seed=seed % 1000 + 1),
+            dict(n_layers=9, segment=rng.randint(2, 4), batch=6, width=4, dropout=0.3, seed=seed % 1000 + 2),
+            dict(n_layers=5, segment=1, batch=3, width=7, dropout=0.5, seed=seed % 1000 + 3)]
+
+
+_RUN = {}
+
+
+def _run(impl, seed):
+    """(case, result) pairs, run once for all tests (on the first test's seed)."""
+    if "r" not in _RUN:
+        try:
+            cases = _cases(seed)
+            _RUN["r"] = list(zip(cases, impl.harness("lab09_checkpoint", cases)))
+        except Exception as e:  # remembered: sibling tests fail the same way
+            _RUN["r"] = e
+    if isinstance(_RUN["r"], Exception):
+        raise _RUN["r"]
+    return _RUN["r"]
+
+
+def _plain(case):
+    layers = make_chain(case["n_layers"], case["width"], dropout=case["dropout"], seed=case["seed"])
+    x = torch.randn(case["batch"], case["width"], dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(case["seed"])).requires_grad_()
+    torch.manual_seed(case["seed"])
+    with FlopCounterMode(display=False) as counter:
+        y = x
+        for layer in layers:
+            y = layer(y)
+        y.sum().backward()
+    forward = 2 * case["batch"] * case["width"] ** 2 * case["n_layers"]
+    return [x.grad] + [p.grad for p in torch.nn.ModuleList(layers).parameters()], counter.get_total_flops(), forward
+
+
+def _check_grads(case, res):
+    want, _, _ = _plain(case)
+    assert len(res["grads"]) == len(want), "a gradient is missing"
+    for k, (g, w) in enumerate(zip(res["grads"], want)):
+        what = "x" if k == 0 else f"parameter {k - 1}"
+        assert g is not None, f"{case}: no gradient reached {what}"
+        err = (g - w).abs().max().item()
+        assert err < TOL, f"{case}: gradient of {what} off by {err:.2e}"
+
+
+@pytest.mark.graded(points=3, exercise="checkpointed_forward")
+def test_gradients_equal_the_plain_chain(impl, seed):
+    for case, res in _run(impl, seed):
+        if case["dropout"] == 0:
+            _check_grads(case, res)
+
+
+@pytest.mark.graded(points=2, exercise="checkpointed_forward")
+def test_gradients_with_dropout_need_the_same_random_numbers(impl, seed):
+    for case, res in _run(impl, seed):
+        if case["dropout"] > 0:
+            _check_grads(case, res)
+
+
+@pytest.mark.graded(points=2, exercise="checkpointed_forward")
+def test_only_segment_inputs_are_kept(impl, seed):
+    for case, res in _run(impl, seed):
+        if case["dropout"] > 0:
+            continue                   # dropout masks add to the bytes; the closed form has none
+        n, k, b, w = case["n_layers"], case["segment"], case["batch"], case["width"]
+        bound = chain_peak_bytes(n, k, b, w, 8, "ours") + b * w * 8
+        everything = chain_peak_bytes(n, None, b, w, 8, "none")
+        assert res["peak"] <= bound, (f"{case}: peak activation bytes {res['peak']}, at most {bound} with only "
+                                      f"segment inputs kept (keeping everything: {everything})")
+
+
+@pytest.mark.graded(points=1, exercise="checkpointed_forward")
+def test_recomputation_costs_at_most_one_forward(impl, seed):
+    for case, res in _run(impl, seed):
+        _, plain, forward = _plain(case)
+        extra = res["flops"] - plain
+        assert 0 < extra <= forward, (f"{case}: {extra} extra FLOPs over the plain step; recomputing every "
+                                      f"segment once costs one forward, {forward}")
+
+
+# ---- block_activation_bytes -------------------------------------------------------------------
+
+@pytest.mark.graded(points=2, exercise="block_activation_bytes")
+def test_block_bytes_equal_the_closed_form(impl, seed):
+    rng = random.Random(seed)
+    for _ in range(20):
+        a = rng.choice([1, 2, 4, 12, 32])
+        cfg = GPTConfig(layers=1, hidden=a * rng.choice([8, 16, 64]), heads=a, seq_len=rng.choice([16, 128, 2048]),
+                        vocab=8, mlp_ratio=rng.choice([2, 4]))
+        b, e = rng.choice([1, 2, 8]), rng.choice([2, 4])
+        for policy in ("none", "selective", "full"):
+            got = impl.block_activation_bytes(b, cfg.seq_len, cfg.hidden, a, cfg.mlp_ratio, e, policy)
+            want = gpt_layer_saved_bytes(cfg, b, cfg.seq_len, e, policy)
+            assert got == want, f"b={b} s={cfg.seq_len} h={cfg.hidden} a={a} r={cfg.mlp_ratio} e={e} " \
+                                f"{policy}: {got}, want {want}"
+
+
+def _measured_block(cfg, b, dtype):
+    """Bytes autograd saves for one more layer (each storage once, parameters left out)."""
+    totals = []
+    for layers in (1, 2):
+        model = GPT(GPTConfig(layers=layers, hidden=cfg.hidden, heads=cfg.heads, seq_len=cfg.seq_len,
+                              vocab=cfg.vocab, mlp_ratio=cfg.mlp_ratio), dtype=dtype)
+        saved = {}
+
+        def pack(t):
+            saved[id(t.untyped_storage())] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = model(*batch(model.cfg, b))                       # kept alive: storage ids stay unique
+        params = {id(p.untyped_storage()) for p in model.parameters()}
+        totals.append(sum(v for k, v in saved.items() if k not in params))
+        del out
+    return totals[1] - totals[0]
+
+
+@pytest.mark.graded(points=1, exercise="block_activation_bytes")
+def test_block_bytes_equal_what_autograd_saves(impl):
+    for cfg, b, dtype in ((GPTConfig(hidden=16, heads=2, seq_len=8, vocab=32), 3, torch.float32),
+                          (GPTConfig(hidden=24, heads=3, seq_len=6, vocab=32, mlp_ratio=2), 2, torch.bfloat16)):
+        e = torch.empty((), dtype=dtype).element_size()
+        got = impl.block_activation_bytes(b, cfg.seq_len, cfg.hidden, cfg.heads, cfg.mlp_ratio, e)
+        want = _measured_block(cfg, b, dtype)
+        assert got == want, f"b={b} {cfg} e={e}: {got} bytes, measured {want}"
