@@ -4,7 +4,8 @@ Every code cell of a notebook source that branches on the GPU (mentions ``torch.
 after that notebook's first code cell (its imports), in a fresh interpreter where torch reports
 two CUDA devices and NCCL. What cannot run without hardware is replaced by stand-ins that keep
 the *decisions* under test: tensors asked for on "cuda" are made on the "meta" device (shapes
-and dtypes, no data: a matmul of two 8192² "GPU" tensors returns at once), device queries and
+and dtypes, no data: a matmul of two 8192² "GPU" tensors returns at once; copies back to the host
+are zeros, pinned memory is plain memory), device queries and
 synchronisation answer as a GPU would, and `labkit.dist.launch` records which backend and which
 function a cell asked for (an NCCL launch must get an importable function — spawned ranks import
 it) and returns fake timings. The cell must then finish without error and print only short lines.
@@ -30,6 +31,9 @@ dist.is_nccl_available = lambda: True
 torch.cuda.get_device_name = lambda *a, **k: "Fake GPU"
 torch.cuda.synchronize = lambda *a, **k: None
 torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+torch.cuda.reset_peak_memory_stats = lambda *a, **k: None
+torch.cuda.max_memory_allocated = lambda *a, **k: 0
+torch.cuda.memory_allocated = lambda *a, **k: 0
 from torch.overrides import TorchFunctionMode
 
 
@@ -40,12 +44,21 @@ def _is_cuda(d):
 class _CudaToMeta(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        kwargs.pop("pin_memory", None)          # no pinned-memory allocator without a driver
+        if func is torch.Tensor.pin_memory:
+            return args[0]
         if _is_cuda(kwargs.get("device")):
             kwargs["device"] = "meta"
         if func is torch.Tensor.cuda:
             return args[0].to("meta")
+        if func is torch.Tensor.copy_ and args[1].is_meta and not args[0].is_meta:
+            return args[0]                                   # "device to host": the host keeps its data
+        if func is torch.Tensor.cpu and args[0].is_meta:    # a "GPU" tensor copied back: zeros
+            return torch.zeros(args[0].shape, dtype=args[0].dtype)
         if func is torch.Tensor.to:
             args = tuple("meta" if _is_cuda(a) else a for a in args)
+            if args[0].is_meta and ("cpu" in args[1:] or str(kwargs.get("device")) == "cpu"):
+                return torch.zeros(args[0].shape, dtype=kwargs.get("dtype", args[0].dtype))
         return func(*args, **kwargs)
 
 

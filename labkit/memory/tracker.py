@@ -33,11 +33,13 @@ CATEGORIES = ("parameters", "gradients", "optimizer", "activations")
 
 @dataclass(frozen=True)
 class Sample:
-    """One point of the timeline: after op number ``op`` of phase ``phase``, ``total`` bytes live."""
+    """One point of the timeline: after op number ``op`` of phase ``phase``, ``total`` bytes live;
+    ``by_category`` splits them (only when the tracker was made with ``by_category=True``)."""
 
     op: int
     phase: str
     total: int
+    by_category: dict | None = None
 
 
 def _storage(t: torch.Tensor):
@@ -50,9 +52,10 @@ def _storage(t: torch.Tensor):
 class MemoryTracker(TorchDispatchMode):
     """See the module docstring. ``model``/``optimizer`` name what the categories refer to."""
 
-    def __init__(self, model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None):
+    def __init__(self, model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None,
+                 by_category: bool = False):
         super().__init__()
-        self.model, self.optimizer = model, optimizer
+        self.model, self.optimizer, self.by_category = model, optimizer, by_category
         self._live: dict[int, int] = {}          # id(storage object) -> bytes
         self._refs: dict[int, weakref.ref] = {}
         self.current = self.peak_bytes = 0
@@ -122,7 +125,8 @@ class MemoryTracker(TorchDispatchMode):
         return out
 
     def _sample(self) -> None:
-        self.timeline.append(Sample(self.ops, self.phase, self.current))
+        split = self._classify() if self.by_category else None    # every live storage sorted: slower
+        self.timeline.append(Sample(self.ops, self.phase, self.current, split))
         if self.current > self.peak_bytes:
             self.peak_bytes, self.peak_phase = self.current, self.phase
             self.peak_by_category = self._classify()

@@ -39,7 +39,8 @@ class RankRun:
     loss per step; ``comm``: per step, {op: elements} summed over that step's collectives;
     ``held``: bytes by MemoryTracker category after the last step; ``peak``: peak bytes of the
     last step (forward, backward, step); ``padded_numel``: Σ Ψ' of our sharded groups (0 for
-    PyTorch's methods)."""
+    PyTorch's methods); ``stepped_tensors``: tensors with optimizer state on this rank (AdamW keeps
+    a 4-byte step counter for each)."""
 
     params: dict
     losses: list
@@ -47,6 +48,7 @@ class RankRun:
     held: dict
     peak: int
     padded_numel: int
+    stepped_tensors: int
 
 
 def _model(cfg: GPTConfig, dtype, frozen) -> GPT:
@@ -141,7 +143,8 @@ def train_rank(rank: int, world: int, method: str, cfg: GPTConfig, steps: int = 
     with tracker:
         held = tracker.live_by_category()
     padded = getattr(opt, "padded_numel", 0) or getattr(model, "padded_numel", 0)
-    return RankRun(full_params(method, model), losses, comm, held, peak, padded)
+    stepped = len(getattr(opt, "inner", local_optimizer(opt)).state)
+    return RankRun(full_params(method, model), losses, comm, held, peak, padded, stepped)
 
 
 def reference_params(cfg: GPTConfig, steps: int = 3, global_batch: int = 4, lr: float = 1e-2,

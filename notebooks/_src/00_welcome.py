@@ -167,9 +167,11 @@ for which in ("exercises", "solutions"):
 # | 06 | data parallelism: DDP from scratch, buckets, overlap, the parameter server |
 # | 07 | tensor parallelism: Megatron layers, vocabulary-parallel loss, sequence and expert parallelism |
 # | 08 | pipeline parallelism: GPipe, 1F1B, interleaving, simulator and real executor |
+# | 09 | memory: where a step's bytes go, checkpointing, accumulation, mixed precision, offload, quantization |
+# | 10 | ZeRO-1/2/3 and FSDP: sharded optimizer states, gradients and parameters |
 #
-# Labs 09–13 (memory, ZeRO, 3D parallelism, fault tolerance, ML compilers) follow the same
-# pattern and are being written.
+# Labs 11–13 (3D parallelism, fault tolerance, ML compilers) follow the same pattern and are being
+# written.
 #
 # **Summary.** `labkit.env.report()` tells you what you are running on; `labkit.dist.launch` runs
 # real ranks with bounded time and clear errors; `python -m labkit.grade` scores your exercises.

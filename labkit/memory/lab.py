@@ -1,0 +1,235 @@
+"""The Lab 09 notebook's one-liners, and its "check your work" pictures.
+
+    budget_table(num_params)             model-state bytes of a model of Ψ parameters (the 70B budget)
+    state_table(cfg)                     bytes per parameter measured after an Adam step, fp32 and mixed
+    activation_table(cfg, batch_size)    our GPT's saved activations: closed form by part, measured
+    step_timeline(n_layers, segment)     one training step of a chain, bytes by category after each op
+    picture(exercise)                    a learner's function next to the lab's measurement
+
+Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from labkit.checks import check_int, check_real
+from labkit.memory.checkpointing import chain_peak_bytes, checkpointed_chain, make_chain
+from labkit.memory.estimate import activation_bytes_per_layer, gpt_saved_activation_bytes, model_state_bytes_per_param
+from labkit.memory.mixed_precision import MixedPrecisionAdam
+from labkit.memory.tracker import MemoryTracker
+from labkit.model import GPT, GPTConfig, batch, parameter_count
+from labkit.table import Table
+
+SMALL = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=64)
+GB = 1e9
+
+
+def budget_table(num_params: float = 70e9, gpu_bytes: float = 80e9) -> Table:
+    """Mixed-precision Adam training of a Ψ-parameter model: bytes of each model state, in GB, and
+    how many ``gpu_bytes`` devices they fill before any activation."""
+    psi = check_real("budget_table", "num_params", num_params, positive=True)
+    rows = [("weights (bf16)", 2), ("gradients (bf16)", 2), ("fp32 master weights", 4), ("Adam m (fp32)", 4),
+            ("Adam v (fp32)", 4)]
+    total = sum(b for _, b in rows)
+    out = [(name, b, psi * b / GB) for name, b in rows]
+    out += [("total", total, psi * total / GB), ("'3N x sizeof' (a slip)", 6, psi * 6 / GB)]
+    return Table(["state", "bytes/param", "GB"], out, formats={"GB": ",.0f"},
+                 title=f"Ψ = {psi / 1e9:g}B parameters: {psi * total / gpu_bytes:.0f} devices of "
+                       f"{gpu_bytes / GB:g} GB for the states alone")
+
+
+def _held_after_step(cfg: GPTConfig, mixed: bool) -> dict:
+    model = GPT(cfg, dtype=torch.bfloat16 if mixed else torch.float32)
+    opt = MixedPrecisionAdam(model.parameters()) if mixed else torch.optim.Adam(model.parameters())
+    model(*batch(cfg, 2))[1].backward()
+    opt.step()
+    tracker = MemoryTracker(model, opt)
+    with tracker:
+        return tracker.live_by_category()
+
+
+def state_table(cfg: GPTConfig = SMALL) -> Table:
+    """Model-state bytes measured after one Adam step on our GPT (MemoryTracker), per parameter,
+    next to the closed form: fp32 4 + 4 + 8; mixed precision 2 + 2 + 12 (master, m, v). Adam keeps
+    one 4-byte step counter per parameter tensor, hence the last digits."""
+    psi, tensors = parameter_count(cfg), len(list(GPT(cfg).parameters()))
+    rows = []
+    for mixed in (False, True):
+        held = _held_after_step(cfg, mixed)
+        want = model_state_bytes_per_param(mixed)
+        total = held["parameters"] + held["gradients"] + held["optimizer"]
+        rows.append(("bf16 + fp32 master" if mixed else "fp32", held["parameters"] / psi, held["gradients"] / psi,
+                     held["optimizer"] / psi, total / psi, want["total"] + 4 * tensors / psi))
+    return Table(["training", "params B/p", "grads B/p", "optimizer B/p", "total B/p", "16 + 4·tensors/Ψ"], rows,
+                 formats={k: ".4f" for k in ("params B/p", "grads B/p", "optimizer B/p", "total B/p",
+                                              "16 + 4·tensors/Ψ")},
+                 title=f"GPT {cfg.layers} layers, h={cfg.hidden}: Ψ = {psi:,} parameters in {tensors} tensors")
+
+
+def activation_table(cfg: GPTConfig = SMALL, batch_size: int = 4, dtype: torch.dtype = torch.bfloat16) -> Table:
+    """Our GPT's saved activations after forward: the closed form, part by part, its total next to
+    the bytes the tracker sees (minus logits and loss, which are outputs), and Korthikanti et al.'s
+    per-layer formula for the same sizes."""
+    parts = gpt_saved_activation_bytes(cfg, batch_size, dtype=dtype)
+    model = GPT(cfg, dtype=dtype)
+    tracker = MemoryTracker(model)
+    with tracker:
+        tokens, targets = batch(cfg, batch_size)
+        logits, loss = model(tokens, targets)
+        measured = tracker.live_by_category()["activations"] - logits.nbytes - loss.nbytes
+    paper = cfg.layers * activation_bytes_per_layer(cfg.seq_len, batch_size, cfg.hidden, cfg.heads)
+    rows = [(k, v) for k, v in parts.items()] + [("measured (tracker)", measured),
+                                                 ("Korthikanti, all layers", int(paper))]
+    return Table(["part", "bytes"], rows, title=f"GPT {cfg.layers} layers h={cfg.hidden} heads={cfg.heads} "
+                                                f"s={cfg.seq_len}, batch {batch_size}, {str(dtype)[6:]}")
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One training step of a chain: bytes by category after every op (``samples``), the peak of
+    all bytes, and the closed form of the peak activation bytes (``closed_form``,
+    `labkit.memory.checkpointing.chain_peak_bytes`; None for a learner's own function)."""
+
+    n_layers: int
+    segment: int | None
+    samples: tuple
+    peak: int
+    closed_form: int | None
+
+
+def step_timeline(n_layers: int = 8, segment: int | None = None, width: int = 16, batch_size: int = 64) -> Timeline:
+    """Track one Adam step (forward, backward, step) of ``make_chain(n_layers, width)`` on a
+    (batch_size, width) input, checkpointed in segments of ``segment`` layers (None: not at all).
+    A first step runs untracked, so Adam's states already exist, as in training."""
+    n = check_int("step_timeline", "n_layers", n_layers, minimum=1)
+    if segment is not None:
+        check_int("step_timeline", "segment", segment, minimum=1, maximum=n)
+    layers = make_chain(n, width)
+    holder = torch.nn.ModuleList(layers)
+    opt = torch.optim.Adam(holder.parameters(), lr=1e-3)
+
+    def run(x):                       # the loss of measure_chain: the closed form's
+        y = checkpointed_chain(list(layers), x, segment) if segment else _plain(layers, x)
+        return y.sum()
+
+    def data():
+        gen = torch.Generator().manual_seed(0)
+        return torch.randn(batch_size, width, dtype=torch.float64, generator=gen).requires_grad_()   # (B, w)
+
+    run(data()).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    tracker = MemoryTracker(holder, opt, by_category=True)
+    with tracker:
+        tracker.mark("forward")
+        loss = run(data())            # made inside: the input counts, like every checkpoint
+        tracker.mark("backward")
+        loss.backward()
+        del loss
+        tracker.mark("step")
+        opt.step()
+    closed = chain_peak_bytes(n, segment, batch_size, width, 8, "ours" if segment else "none")
+    return Timeline(n, segment, tuple(tracker.timeline), tracker.peak_bytes, closed)
+
+
+def _plain(layers, x):
+    for layer in layers:
+        x = layer(x)
+    return x
+
+
+def cuda_peak_table(cfg: GPTConfig = SMALL, batch_size: int = 8) -> Table:
+    """On a CUDA GPU: one Adam step of our GPT (forward, backward, step) tracked by MemoryTracker,
+    next to the CUDA caching allocator's own peak (``torch.cuda.max_memory_allocated``), which
+    rounds every block up to a multiple of 512 bytes — so it reads a little higher."""
+    model = GPT(cfg).to("cuda")
+    opt = torch.optim.Adam(model.parameters())
+    tokens, targets = (t.to("cuda") for t in batch(cfg, batch_size))
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    tracker = MemoryTracker(model, opt)
+    with tracker:
+        model(tokens, targets)[1].backward()
+        opt.step()
+    torch.cuda.synchronize()
+    allocator = torch.cuda.max_memory_allocated()
+    rows = [("MemoryTracker (storages)", tracker.peak_bytes), ("CUDA allocator", allocator)]
+    ratio = f"{allocator / tracker.peak_bytes:.3f}" if tracker.peak_bytes else "-"
+    return Table(["count", "peak bytes"], rows, title=f"GPT step on {torch.cuda.get_device_name()}: "
+                                                      f"allocator / tracker = {ratio}")
+
+
+# ---------------------------------------------------------------------- check your work
+def checkpoint_picture(fn, n_layers: int = 8, width: int = 16, batch_size: int = 64):
+    """Your ``checkpointed_forward`` on a chain for several k: gradients vs the plain chain, peak
+    activation bytes vs the every-segment closed form; draws your step's memory timeline at k = 3."""
+    from IPython.display import HTML, display
+
+    from labkit.memory.tracker import ActivationPeakTracker
+    from labkit.viz.memory import timeline_figure
+    from labkit.viz.player import figure_to_html
+
+    rows = []
+    for k in (1, 2, 3, 4, n_layers):
+        layers = make_chain(n_layers, width, dropout=0.2, seed=1)       # gradients: with dropout
+        holder = torch.nn.ModuleList(layers)
+        x = torch.randn(batch_size, width, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+        x.requires_grad_()
+        torch.manual_seed(3)
+        _plain(layers, x).sum().backward()
+        want = [x.grad.clone()] + [p.grad.clone() for p in holder.parameters()]
+        holder.zero_grad(set_to_none=True)
+        x.grad = None
+        torch.manual_seed(3)
+        fn(list(layers), x, k).sum().backward()
+        got = [x.grad] + [p.grad for p in holder.parameters()]
+        err = max((g - w).abs().max().item() if g is not None else float("inf") for g, w in zip(got, want))
+        layers = make_chain(n_layers, width, seed=1)                      # memory: without dropout
+        tracker = ActivationPeakTracker(torch.nn.ModuleList(layers))
+        with tracker:
+            x = torch.randn(batch_size, width, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+            fn(list(layers), x.requires_grad_(), k).sum().backward()
+        rows.append((k, f"{err:.1e}", tracker.peak_activation_bytes,
+                     chain_peak_bytes(n_layers, k, batch_size, width, 8, "ours"),
+                     chain_peak_bytes(n_layers, None, batch_size, width, 8, "none")))
+    print(Table(["k", "max |grad error| (dropout)", "your peak bytes", "every segment", "no checkpoints"],
+                rows, title=f"your checkpointed_forward on {n_layers} layers Linear({width},{width})+Tanh"))
+    timeline = _timeline_of(fn, n_layers, 3, width, batch_size)
+    display(HTML(figure_to_html(timeline_figure(timeline, "your checkpointed_forward, k = 3"))))
+    return rows
+
+
+def _timeline_of(fn, n_layers, segment, width, batch_size) -> Timeline:
+    layers = make_chain(n_layers, width)
+    holder = torch.nn.ModuleList(layers)
+    x = torch.randn(batch_size, width, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    tracker = MemoryTracker(holder, by_category=True)
+    with tracker:
+        tracker.mark("forward")
+        loss = fn(list(layers), x, segment).pow(2).mean()
+        tracker.mark("backward")
+        loss.backward()
+    return Timeline(n_layers, segment, tuple(tracker.timeline), tracker.peak_bytes, None)
+
+
+def block_bytes_picture(fn):
+    """Your ``block_activation_bytes`` next to the closed form, for a few sizes and policies."""
+    from labkit.memory.estimate import gpt_layer_saved_bytes
+
+    rows = []
+    for cfg, b, e in ((SMALL, 4, 2), (GPTConfig(hidden=4096, heads=32, seq_len=2048, vocab=8), 1, 2),
+                      (GPTConfig(hidden=12288, heads=96, seq_len=2048, vocab=8), 1, 2)):
+        for policy in ("none", "selective", "full"):
+            yours = fn(b, cfg.seq_len, cfg.hidden, cfg.heads, cfg.mlp_ratio, e, policy)
+            want = gpt_layer_saved_bytes(cfg, b, cfg.seq_len, e, policy)
+            rows.append((cfg.hidden, cfg.seq_len, policy, yours, want, yours == want))
+    table = Table(["h", "s", "recompute", "yours", "closed form", "equal"], rows)
+    print(table)
+    return table
+
+
+def picture(exercise: str):
+    """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab09_memory.py."""
+    return {"checkpointed_forward": checkpoint_picture, "block_activation_bytes": block_bytes_picture}[exercise]

@@ -1,0 +1,67 @@
+"""Drawings for Lab 09: a training step's memory, op by op, stacked by category.
+
+``timeline_figure(timeline)`` draws a `labkit.memory.lab.Timeline` (parameters, gradients,
+optimizer states and activations after every op; forward / backward / step shaded; the peak
+marked). ``checkpoint_widget(n_layers)`` steps through segment lengths k of activation
+checkpointing (frames precomputed by `labkit.memory.lab.step_timeline`): watch the activation
+hill flatten and the peak move.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from labkit.memory.tracker import CATEGORIES
+
+COLOURS = {"parameters": "#4c78a8", "gradients": "#f58518", "optimizer": "#54a24b", "activations": "#e45756"}
+PHASES = {"forward": "#f2f2f2", "backward": "#e6e6e6", "step": "#d9d9d9"}
+
+
+def timeline_figure(timeline, title: str = "", ymax: float | None = None):
+    """Stacked bytes by category after every op of one step (KiB), the peak as a dashed line."""
+    samples = [s for s in timeline.samples if s.by_category is not None and s.phase != "start"]
+    fig, ax = plt.subplots(figsize=(8.5, 3.0))
+    xs = list(range(len(samples)))
+    start = 0
+    for k in range(1, len(samples) + 1):                      # shade each phase's run of ops
+        if k == len(samples) or samples[k].phase != samples[start].phase:
+            ax.axvspan(start - 0.5, k - 0.5, color=PHASES.get(samples[start].phase, "white"), lw=0)
+            ax.text((start + k - 1) / 2, 1.0, samples[start].phase, transform=ax.get_xaxis_transform(),
+                    ha="center", va="bottom", fontsize=8)
+            start = k
+    ax.stackplot(xs, *[[s.by_category[c] / 1024 for s in samples] for c in CATEGORIES],
+                 labels=list(CATEGORIES), colors=[COLOURS[c] for c in CATEGORIES], alpha=0.9)
+    peak = timeline.peak / 1024
+    ax.axhline(peak, color="black", ls="--", lw=0.8)
+    ax.text(len(samples) - 1, peak, f"peak {peak:.1f} KiB", ha="right", va="bottom", fontsize=8)
+    ax.set_xlim(-0.5, len(samples) - 0.5)
+    ax.set_ylim(0, ymax or peak * 1.25)
+    ax.set_xlabel("op")
+    ax.set_ylabel("KiB live")
+    ax.legend(loc="upper left", fontsize=7, ncol=4, frameon=False)
+    ax.set_title(title, fontsize=9, loc="left", pad=14)
+    fig.tight_layout()
+    return fig
+
+
+def checkpoint_label(timeline) -> str:
+    k = "no checkpointing" if timeline.segment is None else f"segments of k = {timeline.segment}"
+    acts = max(s.by_category["activations"] for s in timeline.samples if s.by_category)
+    closed = f"; activation peak {acts} B" + ("" if timeline.closed_form is None else
+                                               f" (closed form {timeline.closed_form} B)")
+    return f"{timeline.n_layers} layers, {k}{closed}"
+
+
+def checkpoint_frame(timelines, i: int, ymax: float):
+    """The widget's pure render: frame ``i`` of the precomputed timelines, on a common y scale."""
+    return timeline_figure(timelines[i], checkpoint_label(timelines[i]), ymax)
+
+
+def checkpoint_widget(n_layers: int = 8, width: int = 16, batch_size: int = 64):
+    """Play + slider over k = none, 1, 2, ..., N (one precomputed step each)."""
+    from labkit.memory.lab import step_timeline
+    from labkit.viz.player import player
+
+    timelines = [step_timeline(n_layers, None, width, batch_size)] + \
+        [step_timeline(n_layers, k, width, batch_size) for k in range(1, n_layers + 1)]
+    ymax = max(t.peak for t in timelines) / 1024 * 1.25
+    return player(lambda i: checkpoint_frame(timelines, i, ymax), len(timelines), description="k")

@@ -1,0 +1,408 @@
+# Source of notebooks/09_memory.ipynb, in jupytext's percent format; build: make notebooks
+
+# %% [markdown]
+# # Lab 09 — Memory: where a training step's bytes go, and how to need fewer
+#
+# A model that trains fast on one device is of no use if its step does not fit in the device's
+# memory. This lab counts every byte of a training step — exactly, by watching every tensor the
+# step creates and frees — and then takes the memory down piece by piece: recomputing activations,
+# splitting the batch, storing numbers in fewer bits, and moving state off the device.
+#
+# **You will be able to**
+# 1. say how many bytes per parameter Adam training needs, in fp32 and in mixed precision, and why
+#    a 70-billion-parameter model needs over a terabyte before its first activation;
+# 2. count the activations a transformer block keeps for backward, and read a memory timeline of
+#    forward, backward and the optimizer step;
+# 3. write activation checkpointing yourself and predict its memory for any segment length, with
+#    its optimum near √N, and its cost: one extra forward;
+# 4. compare selective and full recomputation, and gradient accumulation;
+# 5. train in bf16 and fp16, and see what loss scaling rescues; put optimizer states on a slower
+#    tier; quantize weights to 8 and 4 bits and measure what it costs.
+#
+# The measuring instrument is `labkit.memory.tracker.MemoryTracker`: a PyTorch *dispatch mode* that
+# sees every operation, counts each tensor storage it creates (views share storage, so they cost
+# nothing), and notices the moment each storage is freed. It sorts what is live into parameters,
+# gradients, optimizer states and activations.
+#
+# Whenever you see **Predict first**, write your guess down before running the next cell.
+
+# %%
+import torch
+
+import labkit
+from labkit.grading.check import check_your_work
+from labkit.memory import accumulation, checkpointing, lab, mixed_precision, offload, quantize, recompute
+from labkit.memory.estimate import activation_bytes_per_layer, gpt_layer_saved_bytes
+from labkit.memory.tracker import MemoryTracker
+from labkit.model import GPTConfig
+from labkit.show import show
+from labkit.viz import memory as V
+
+print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
+
+# %% [markdown]
+# ## 1. Model states: 16 bytes per parameter
+#
+# Training with Adam keeps, for every parameter: the parameter, its gradient, and Adam's two
+# running averages m and v. In fp32 that is 4 + 4 + 4 + 4 = 16 bytes. **Mixed precision** computes
+# in 16 bits (bf16 or fp16) but keeps an fp32 *master copy* of the weights for the update — tiny
+# updates would vanish if added to a 16-bit weight — so it is 2 (bf16 weights) + 2 (bf16 gradients)
+# + 4 (fp32 master) + 4 (m) + 4 (v) = 16 bytes again. Mixed precision saves activation memory and
+# time, not model-state memory.
+#
+# **A common mistake** counts Adam's memory as "3N × sizeof": weights, m and v in one dtype. That
+# forgets the gradients and the master weights. For a 70B model:
+#
+# **Predict first:** how many GB do the fp32 master weights, m and v of a 70B model take?
+
+# %%
+print(lab.budget_table(70e9))
+
+# %% [markdown]
+# 840 GB of fp32 states (master weights, m and v) and 1.12 TB in all — fourteen 80 GB devices
+# before a single activation. The "3N × sizeof" figure, 420 GB, is off by more than half. This is
+# the problem that Lab 10's ZeRO solves by sharding these states over the data-parallel ranks.
+#
+# Measured, on our small GPT after one Adam step (`MixedPrecisionAdam` keeps the fp32 master copy
+# in the optimizer's state, as ZeRO's accounting does):
+
+# %%
+print(lab.state_table())
+
+# %% [markdown]
+# Sixteen bytes per parameter, to the byte — plus one 4-byte step counter per parameter tensor
+# that PyTorch's Adam keeps. Without the master copy, bf16 updates are lost outright:
+
+# %%
+lost = mixed_precision.lost_updates()
+print(f"{lost.steps} Adam steps of lr {lost.lr} on a bf16 weight of {lost.start}:")
+print(f"  added to the bf16 weight itself:  {lost.without_master}")
+print(f"  added to an fp32 master copy:      {lost.master:.6f} (bf16 copy {lost.with_master})")
+
+# %% [markdown]
+# Ten Adam steps of about 0.001 on a bf16 weight of 1.0 leave it at exactly 1.0: bf16 has 8 bits of
+# mantissa, so the gap between 1.0 and the next number is 0.0078. With an fp32 master, the
+# updates add up there and reach the bf16 copy.
+#
+# ## 2. A step, op by op
+#
+# The tracker records the bytes live after every op. Here is one training step of a chain of 8
+# layers (Linear + Tanh), with Adam's states already present from an earlier step:
+#
+# **Predict first:** where is the peak — at the end of forward, in backward, or in the optimizer
+# step?
+
+# %%
+V.checkpoint_widget(n_layers=8)
+
+# %% [markdown]
+# Frame 1 is the plain step. Forward piles up activations (red): each layer keeps its input for
+# backward. The peak comes early in backward, when the saved activations are all still there and
+# the first gradients appear. Backward then frees activations as it consumes them while gradients
+# (orange) grow to their full size, and the step changes nothing in size: Adam updates in place.
+# The other frames are activation checkpointing, section 4. Move the slider.
+#
+# ## 3. Activations of a transformer block, counted exactly
+#
+# What autograd keeps depends on every op: a Linear keeps its input, a GELU its input, a softmax its
+# output, a LayerNorm its input and two per-row statistics, and a batched matmul on a transposed
+# view keeps a contiguous *copy* of it. For one block of our GPT, with b sequences of s tokens,
+# h features, a heads, an MLP of width r·h and e bytes per element:
+#
+#     (8 + 2r)·b·s·h·e  +  4·b·s·e  +  a·b·s²·e  +  s²
+#
+# — the inputs of the two LayerNorms, of qkv, of the attention output projection and of fc, three
+# copies for q, k and v, GELU's and the MLP projection's inputs; LayerNorm statistics; the
+# softmax output; the causal mask (one byte per pair, shared by the batch).
+
+# %%
+show(gpt_layer_saved_bytes)
+
+# %% [markdown]
+# **Predict first:** for 2 layers, batch 4, s = 16, h = 32, a = 4 in bf16, how far will the
+# closed form be from what the tracker measures?
+
+# %%
+print(lab.activation_table())
+
+# %% [markdown]
+# Zero bytes apart. The last row is the formula of Korthikanti et al. (2022), 34·s·b·h + 5·a·s²·b
+# bytes per layer in 16 bits, which is widely quoted. It counts dropout — two masks of s·b·h bytes,
+# a mask of a·s²·b and its output of 2·a·s²·b — which our model does not have, and leaves out the
+# LayerNorm statistics and the mask as small. The term to watch in both is the one in s²: at long
+# sequences the attention scores dominate.
+#
+# ### Exercise 2: `block_activation_bytes`
+#
+# In `exercises/lab09_memory.py`, write `block_activation_bytes(batch, seq, hidden, heads,
+# mlp_ratio, itemsize, recompute)` from the list above (and the two recomputation policies of
+# section 5). The grader compares it with the closed form on random sizes and with what autograd
+# actually saves in our model.
+
+# %%
+check_your_work("lab09_memory", "block_activation_bytes", picture=lab.picture("block_activation_bytes"))
+
+# %% [markdown]
+# ## 4. Activation checkpointing
+#
+# Keep only some activations in forward and recompute the rest in backward. Cut N layers into
+# segments of k; run each segment's forward *without* recording a graph, keeping only its input;
+# in backward, run the segment again with recording on, and back-propagate through that. Our
+# version, a `torch.autograd.Function`:
+
+# %%
+show(checkpointing._Checkpoint)
+
+# %% [markdown]
+# Memory: ⌈N/k⌉ segment inputs are kept, plus, during one segment's backward, its k recomputed
+# activations — about (N/k + k) activations, smallest near k = √N. The exact peak of our chain,
+# with a the bytes of one (B, w) activation, is (⌈N/k⌉ + k + 2)·a plus a layer's gradients and two
+# scalars. The cost: every layer runs forward twice, so one extra forward per step.
+#
+# **Predict first:** 16 layers. Which k gives the lowest peak? Is k = 1 (checkpoint every layer)
+# better or worse than no checkpointing at all?
+
+# %%
+print(checkpointing.checkpoint_table(16))
+
+# %% [markdown]
+# k = 4 = √16 is best. k = 1 is *worse* than no checkpointing: every layer's input is kept anyway,
+# and the segment machinery adds the incoming gradient and the recomputed output. Every
+# measurement equals the closed form, and the extra FLOPs are exactly one forward for every k.
+# Now go back to the widget in section 2 and step through k: the red hill flattens into ⌈N/k⌉
+# small ones.
+#
+# PyTorch's own `torch.utils.checkpoint` (non-reentrant) recomputes inside the normal backward and
+# keeps up to two activations fewer than ours. Compare the times too (they vary from run to run):
+
+# %% tags=["nbval-ignore-output"]
+print(checkpointing.compare_table())
+
+# %% [markdown]
+# **A common mistake** says checkpointing "is numerically inconsistent for stochastic layers" such
+# as dropout. It is not, if the recomputation draws the same random numbers: save the random
+# generator's state before a segment's forward and restore it before recomputing. Without that,
+# dropout draws new masks and the gradients are wrong:
+
+# %%
+layers = checkpointing.make_chain(6, 8, dropout=0.3, seed=1)
+x = torch.randn(4, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2), requires_grad=True)
+grads = {}
+for label, seg, keep in (("plain", None, True), ("checkpointed", 2, True), ("no RNG restore", 2, False)):
+    torch.manual_seed(3)
+    x.grad = None
+    checkpointing.chain_loss(layers, x, seg, "ours" if seg else "none", preserve_rng_state=keep).backward()
+    grads[label] = x.grad.clone()
+for label in ("checkpointed", "no RNG restore"):
+    print(f"{label:>15}: max |grad - plain| = {(grads[label] - grads['plain']).abs().max().item():.2e}")
+
+# %% [markdown]
+# ### Exercise 1: `checkpointed_forward`
+#
+# In `exercises/lab09_memory.py`, write `checkpointed_forward(layers, x, segment)`: every segment
+# run without a graph and recomputed in backward, the random state restored. The cell runs yours
+# on a chain with dropout for several k (gradients against the plain chain, peak bytes against
+# the closed form), draws your step's memory, and grades it.
+
+# %%
+check_your_work("lab09_memory", "checkpointed_forward", picture=lab.picture("checkpointed_forward"))
+
+# %% [markdown]
+# ## 5. Selective and full recomputation in a transformer
+#
+# Checkpointing whole blocks ("full" recomputation) keeps only each block's input, b·s·h·e bytes,
+# and runs every Linear twice. Korthikanti et al. observed that the attention core — scores,
+# softmax, and the product with V — holds the s² terms but costs few FLOPs, so they recompute only
+# that (**selective** recomputation). In our GPT the core is `attention_core`, and recomputing it
+# frees exactly the softmax output and the mask:
+#
+# **Predict first:** how many extra FLOPs does selective recomputation cost, next to full?
+
+# %%
+print(recompute.recompute_table(GPTConfig(layers=2, hidden=32, heads=4, seq_len=32, vocab=64)))
+
+# %% [markdown]
+# Selective saves the s² terms for 1/7 of full recomputation's extra FLOPs; full saves far more
+# memory for far more compute. Both give bit-identical losses and gradients.
+#
+# ## 6. Gradient accumulation
+#
+# Split a batch of B into micro-batches of m, run forward and backward on each with the loss
+# divided by the number of micro-batches, and step once: the summed gradients are those of the
+# whole batch. Activations scale with m, the model states do not:
+
+# %%
+print(accumulation.accumulation_table(GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=128), 12,
+                                      (1, 2, 3, 4, 6, 12)))
+
+# %% [markdown]
+# The peak is exactly c₀ + m·c₁ (the closed form column) once the loss head is the largest thing
+# in flight; at m = 1 a moment deeper in backward is higher. Gradients agree to rounding.
+#
+# ## 7. Mixed precision: bf16, fp16, and loss scaling
+#
+# bf16 has fp32's exponent range and 8 bits of mantissa; fp16 has 11 bits of mantissa but a range
+# that ends at 6·10⁻⁸ (subnormals) and 65 504. Small gradients underflow to zero in fp16. **Loss
+# scaling** multiplies the loss by S before backward, so the gradients are S times larger and
+# representable, and divides them by S before the update. A *dynamic* scaler starts high, halves S
+# and skips the step when a gradient overflows to inf, and doubles S after a run of clean steps:
+
+# %%
+show(mixed_precision.DynamicLossScaler.update)
+print(mixed_precision.scale_history_table())
+
+# %% [markdown]
+# Ours matches `torch.amp.GradScaler` step for step (`tests/test_memory_mixed_precision.py`).
+# With the loss scaled down by 2¹² (as when 4 096 micro-batches are accumulated), plain fp16 loses
+# most gradients:
+#
+# **Predict first:** which modes end near fp32's loss?
+
+# %%
+print(mixed_precision.precision_table())
+
+# %% [markdown]
+# fp16 without scaling flushes 60 % of the gradient entries to zero and stalls; with scaling it
+# tracks fp32, as do bf16 and bf16 autocast. Autocast keeps the weights in fp32 and casts matmul
+# inputs to bf16: activations shrink by a third, not a half, since LayerNorm, the residual stream and
+# the logits stay fp32.
+#
+# ## 8. Offload: optimizer states on a slower tier
+#
+# ZeRO-Offload's idea: keep Adam's 12 bytes per parameter in host memory, send gradients there, run
+# the update there, and send the new weights back. The step costs the bytes moved over the link's
+# bandwidth plus the update: T ≈ bytes / bandwidth + T_update. On a GPU box the tier is pinned host
+# memory behind PCIe; on this machine the same code keeps the states in a memory-mapped file. The
+# bandwidth is measured in the same run (timings vary):
+
+# %% tags=["nbval-ignore-output"]
+print(offload.offload_table())
+
+# %% [markdown]
+# On a GPU box the next cell measures the "pinned" tier: the states cross PCIe, whose nominal rate
+# for 4.0 x16 is 32 GB/s per direction, so 3.5 MB per step cost about 0.1 ms or more, against
+# microseconds for the update on the GPU itself — offload trades step time for device memory.
+
+# %%
+if torch.cuda.is_available():
+    print(offload.offload_table(tiers=("pinned",)))
+    print(lab.cuda_peak_table())
+else:
+    print("No GPU here: on one, this cell times the pinned-memory tier and checks the tracker's peak")
+    print("against the CUDA allocator's own (torch.cuda.max_memory_allocated).")
+
+# %% [markdown]
+# ## 9. Quantization
+#
+# Store a weight w as an integer code q = round(w / s) with a scale s = max|w| / (2^(bits−1) − 1),
+# per tensor, per output channel, or per group of consecutive weights. Each element's error is at
+# most s/2; a finer granularity gives each block its own, smaller s, at the cost of storing more
+# scales. int4 codes are packed two per byte.
+#
+# **Predict first:** int4 per tensor vs per channel: which loses less loss, and by how much?
+
+# %%
+print(quantize.quantization_table())
+
+# %% [markdown]
+# int8 is free at this scale; int4 costs loss, less with finer scales. Training *through* the
+# quantizer (quantization-aware training, with the straight-through estimator: round in forward,
+# pass the gradient through as if the rounding were the identity) recovers part of it:
+
+# %%
+q = quantize.qat_vs_ptq()
+print(f"trained model {q.start:.4f}; quantized to int4 (PTQ) {q.ptq:.4f}")
+print(f"40 more steps through the int4 quantizer (QAT), quantized: {q.qat:.4f}")
+print(f"40 more plain steps (control): {q.control_fp32:.4f}, then quantized: {q.control_ptq:.4f}")
+
+# %% [markdown]
+# `ptq` quantizes the trained model; `qat` trains 40 more steps through the int4 fake-quantizer; the
+# control trains the same 40 steps without it, then quantizes (`control_ptq`). QAT's int4 model
+# ends below the control's: it learned weights that survive rounding.
+#
+# ## 10. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** A 13B-parameter model, mixed-precision Adam. How many GB of model states? How many
+# 80 GB devices hold them?
+#
+# <details><summary>Answer</summary>
+#
+# 16 · 13·10⁹ = **208 GB**, so at least **3** devices (240 GB), leaving 32 GB in all for
+# activations — in practice ZeRO (Lab 10) shards the states over more.
+#
+# </details>
+#
+# **Problem 2.** One block of GPT-3 175B (h = 12 288, a = 96, s = 2 048, b = 1, bf16): how many
+# bytes of activations does our count give, and how many does selective recomputation save?
+#
+# <details><summary>Answer</summary>
+#
+# (8 + 8)·2048·12288·2 + 4·2048·2 + 96·2048²·2 + 2048² = **1 614 823 424 B ≈ 1.6 GB**; selective
+# saves the last two terms, **809 500 672 B** — half.
+#
+# </details>
+#
+# **Problem 3.** 100 layers, checkpointed. Which segment length keeps the fewest activations, and
+# how many (segment inputs plus one segment's worth)?
+#
+# <details><summary>Answer</summary>
+#
+# k = √100 = **10**: 10 checkpoints + 10 recomputed = **20** activations instead of 100.
+#
+# </details>
+#
+# **Problem 4.** Loss scaling starts at S = 2¹⁶ with growth every 2 000 clean steps. Three overflows
+# happen in the first 10 steps, none after. What is S at step 10 000?
+#
+# <details><summary>Answer</summary>
+#
+# 2¹⁶ halved three times is 2¹³; then 10 000 − 10 clean steps give ⌊9 990 / 2 000⌋ = 4 doublings
+# (the count restarts after each skip): **2¹⁷ = 131 072**.
+#
+# </details>
+#
+# **Problem 5.** A 7B model's weights in int4 with groups of 128 and bf16 scales. How many GB?
+#
+# <details><summary>Answer</summary>
+#
+# 7·10⁹ / 2 bytes of codes + 7·10⁹ / 128 · 2 bytes of scales = 3.5 + 0.109 = **3.61 GB**.
+#
+# </details>
+
+# %%
+# The answers above, computed (the tests check the same numbers).
+cfg = GPTConfig(hidden=12288, heads=96, seq_len=2048, vocab=8)
+none, selective = (gpt_layer_saved_bytes(cfg, 1, 2048, 2, p) for p in ("none", "selective"))
+print(16 * 13e9 / 1e9, none, none - selective, checkpointing.sqrt_rule(100), 2**13 * 2**(9990 // 2000))
+print(7e9 / 2 / 1e9 + 7e9 / 128 * 2 / 1e9)
+
+# %% [markdown]
+# ## Further reading
+#
+# * T. Chen et al., *Training Deep Nets with Sublinear Memory Cost*, 2016 — checkpointing, √N.
+# * V. Korthikanti et al., *Reducing Activation Recomputation in Large Transformer Models*, 2022 —
+#   the activation formulas, selective recomputation, sequence parallelism.
+# * P. Micikevicius et al., *Mixed Precision Training*, ICLR 2018 — master weights, loss scaling.
+# * J. Ren et al., *ZeRO-Offload: Democratizing Billion-Scale Model Training*, USENIX ATC 2021.
+# * B. Jacob et al., *Quantization and Training of Neural Networks for Efficient Integer-Arithmetic-
+#   Only Inference*, CVPR 2018; Y. Bengio et al., 2013, for the straight-through estimator.
+# * PyTorch: *Understanding CUDA Memory Usage* (memory snapshots), `torch.utils.checkpoint`,
+#   `torch.amp`.
+#
+# ## Summary
+#
+# * Adam needs 16 bytes per parameter in fp32 and in mixed precision; activations come on top and
+#   grow with batch and sequence (s² in attention).
+# * A block of our GPT keeps (8 + 2r)·b·s·h·e + 4·b·s·e + a·b·s²·e + s² bytes, measured to the byte.
+# * Checkpointing keeps segment inputs and recomputes: (N/k + k) activations, best at k ≈ √N, for
+#   one extra forward; with the random state restored it is exact, dropout included.
+# * Selective recomputation removes the s² terms for little compute; accumulation trades time for
+#   activation memory at no change in the gradients.
+# * bf16 needs no loss scaling; fp16 does. Offload trades step time for device memory; int8 weights
+#   are nearly free, int4 costs some loss that QAT recovers in part.
+#
+# **Exercises** (in `exercises/lab09_memory.py`): `checkpointed_forward`, `block_activation_bytes`;
+# each has a "check your work" cell above. Grade them with `python -m labkit.grade --lab 09` (or
+# `make grade LAB=09`).

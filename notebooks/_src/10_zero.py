@@ -1,0 +1,271 @@
+# Source of notebooks/10_zero.ipynb, in jupytext's percent format; build: make notebooks
+
+# %% [markdown]
+# # Lab 10 — ZeRO and FSDP: shard the model states over the data-parallel ranks
+#
+# Data parallelism (Lab 06) keeps a whole copy of everything on every rank: parameters, gradients
+# and Adam's states, 16 bytes per parameter (Lab 09). With N ranks that is N copies of the same
+# numbers. ZeRO — the *Zero Redundancy Optimizer* of Rajbhandari et al. (2020) — keeps one copy,
+# cut into N shards, and moves the pieces where they are needed when they are needed. PyTorch's
+# FSDP (fully sharded data parallel) is its third stage.
+#
+# **You will be able to**
+# 1. compute what one rank holds at each ZeRO stage, and why "4× and 8× less" are limits, not
+#    what 8 ranks give;
+# 2. follow, moment by moment, which shards each rank holds during a step of each stage;
+# 3. train with ZeRO-1, -2 and -3 on real ranks and check them against one process and against
+#    PyTorch's `ZeroRedundancyOptimizer` and `fully_shard`;
+# 4. count what each stage sends: stages 1 and 2 send exactly what DDP sends, stage 3 half as much
+#    again;
+# 5. write a ZeRO-1 step and FSDP's gather → compute → free yourself.
+#
+# Whenever you see **Predict first**, write your guess down before running the next cell.
+
+# %%
+import torch
+
+import labkit
+from labkit.grading.check import check_your_work
+from labkit.show import show
+from labkit.zero import FSDP, ShardedOptimizer, lab
+from labkit.zero.formulas import comm_bytes_per_step, model_state_bytes
+from labkit.viz import zero as V
+
+print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
+
+# %% [markdown]
+# ## 1. What one rank holds
+#
+# With Ψ parameters and mixed-precision Adam — 2 bytes of bf16 parameter, 2 of gradient, K = 12 of
+# optimizer state (fp32 master copy, m and v) — on N data-parallel ranks:
+#
+#     stage 0 (DDP)                  (2 + 2 + 12)·Ψ
+#     stage 1: shard the optimizer   (2 + 2)·Ψ + 12·Ψ/N
+#     stage 2: and the gradients     2·Ψ + (2 + 12)·Ψ/N
+#     stage 3: and the parameters    (2 + 2 + 12)·Ψ/N
+#
+# The ZeRO paper's example is a 7.5B-parameter model on 64 GPUs.
+#
+# **Predict first:** how many GB per GPU at each stage? And how many times less than DDP do stages
+# 1 and 2 hold on **8** GPUs?
+
+# %%
+show(model_state_bytes)
+print(lab.stage_table(7.5e9, 64))
+
+# %% [markdown]
+# 120, 31.4, 16.6 and 1.9 GB — the paper's figure. **A common mistake** quotes "4× less" for stage 1
+# and "8× less" for stage 2 as if any number of ranks gave them. They are limits as N grows:
+# (2 + 2 + 12)/(2 + 2) = 4 and 16/2 = 8. On 8 ranks the savings are 2.9× and 4.3×.
+#
+# ## 2. Who holds what, moment by moment
+#
+# Each unit (a layer) is cut into N shards; rank r owns shard r. Dark cells are a rank's own
+# shard, light cells the others' shards it holds as well (a whole unit), empty cells nothing. Pick
+# a stage and step through the moments of one step: forward through the units, backward through
+# them in reverse, and the optimizer step.
+
+# %%
+V.shards_widget(world=4, units=3)
+
+# %% [markdown]
+# What to look for:
+#
+# * **stage 1** — the optimizer states (green) are sharded all the time; gradients are whole until
+#   the step, which reduce-scatters them (each rank gets the sum of its shard), updates its shard
+#   of the parameters, and all-gathers the parameters.
+# * **stage 2** — each unit's gradient is reduce-scattered as soon as backward has produced it,
+#   and only the shard stays: the gradient column never fills up.
+# * **stage 3** — parameters too are sharded. Just before a unit's forward its parameters are
+#   all-gathered, and freed right after; the same again before its backward. Only one unit is
+#   whole at any moment.
+#
+# The "sent so far" figure at the last moment is the step's traffic: at stage 3, two all-gathers
+# and a reduce-scatter per unit, 1.5× what stages 0–2 send.
+#
+# ## 3. The real thing, checked
+#
+# `ShardedOptimizer` (stages 1 and 2) has the shape of PyTorch's `ZeroRedundancyOptimizer`: wrap any
+# elementwise optimizer class. Its step, bucket by bucket: reduce-scatter the gradients, step the
+# master shard, all-gather the parameters.
+
+# %%
+show(ShardedOptimizer.step)
+
+# %% [markdown]
+# `FSDP` (stage 3) gathers a unit's parameters in a forward pre-hook and frees them in a forward
+# hook. Autograd would keep the gathered weights until backward, since a Linear saves its weight:
+# a saved-tensor hook stores a note instead, and the first backward op that needs the weights
+# gathers them again.
+
+# %%
+show(FSDP._pack)
+show(FSDP._unpack)
+
+# %% [markdown]
+# **Predict first:** three AdamW steps in float64, each rank on its slice of the batch. How far
+# from one process on the whole batch will each method land?
+
+# %%
+print(lab.equivalence_table(worlds=(1, 2, 4)))
+
+# %% [markdown]
+# About 1e-14: the sums are taken in another order and Adam runs on flat vectors instead of one
+# tensor at a time, which changes the last bits, nothing more. PyTorch's `ZeroRedundancyOptimizer`
+# (with `DistributedDataParallel`) and FSDP2's `fully_shard` land on the same parameters.
+# `tests/test_zero.py` also checks frozen parameters, the tied embedding, gradient accumulation,
+# and every world size from 1 to 4.
+#
+# ## 4. The bytes a rank holds, measured
+#
+# The tracker of Lab 09 counts what rank 0 holds after a step. The formulas need one adjustment:
+# to cut a group of parameters into N equal shards it is padded to Ψ' = ⌈Ψ/N⌉·N elements. Our
+# ZeRO-1 and -2 keep an fp32 master shard even for an fp32 model, as DeepSpeed does, so K = 4 + 8;
+# our FSDP by default shards only matrices and keeps 1-D parameters (biases, LayerNorm scales) whole.
+#
+# **Predict first:** rank 0 of 4, float32. Which stage's optimizer bytes are the largest?
+
+# %%
+print(lab.memory_table(world=4))
+
+# %% [markdown]
+# Equal to the formula to the byte, in every row. (Adam's step counters, 4 bytes per tensor it
+# steps, are included in the formula column.) ZeRO-1 holds more optimizer bytes than a quarter of
+# DDP's because of the master shard: 12 bytes per element against DDP's 8.
+#
+# ## 5. What a step sends
+#
+# **Common mistakes:** "ZeRO-1 needs minimal communication: only optimizer states", "ZeRO-2 uses
+# all-reduce", "ZeRO-3 reduces communication". Count:
+
+# %%
+print(lab.traffic_table(world=4))
+print(f"closed forms, bytes per rank: stages 0-2 {comm_bytes_per_step(1.0, 4, 1):.2f}·Ψ, "
+      f"stage 3 {comm_bytes_per_step(1.0, 4, 3):.2f}·Ψ (N = 4, 2 bytes per element)")
+
+# %% [markdown]
+# Optimizer states never move. Stages 1 and 2 replace DDP's all-reduce (2(N−1)/N·Ψ per rank) by a
+# reduce-scatter of the gradients and an all-gather of the parameters — (N−1)/N·Ψ each, the same
+# total, and no all-reduce. Stage 3 all-gathers each unit twice (forward and backward) plus the
+# reduce-scatter: 3(N−1)/N·Ψ, 1.5× DDP (1.47 here, since our FSDP all-reduces the small 1-D
+# parameters like DDP). ZeRO-3 buys memory with communication.
+#
+# One unit at a time, in order: the root (embeddings and final LayerNorm) and each block are
+# gathered, freed, gathered again in backward, freed, and reduce-scattered. With a bf16
+# `compute_dtype`, the shards are cast before the all-gather: half the bytes on the wire, while the
+# master shards and the gradients stay fp32.
+
+# %%
+print(lab.fsdp_trace(world=2))
+
+# %% [markdown]
+# `benchmarks/zero.py` times our stages against PyTorch's on 2 and 4 ranks and checks the bytes
+# held against the formula; its table is in `benchmarks/results/zero.md`.
+#
+# ## 6. Exercises
+#
+# ### Exercise 1: `model_state_bytes`
+#
+# In `exercises/lab10_zero.py`, write the per-rank bytes of section 1 for any stage and byte sizes.
+
+# %%
+check_your_work("lab10_zero", "model_state_bytes", picture=lab.picture("model_state_bytes"))
+
+# %% [markdown]
+# ### Exercise 2: `zero1_step`
+#
+# A ZeRO-1 step of SGD with momentum on a flat parameter vector of P elements: pad to a multiple of
+# N, reduce-scatter the gradient, keep and update only your shard of the momentum and the
+# parameters, all-gather. The cell runs yours on 1 to 4 ranks (P = 10, so 3 and 4 ranks need
+# padding) against one process, and shows how much state each rank kept.
+
+# %%
+check_your_work("lab10_zero", "zero1_step", picture=lab.picture("zero1_step"))
+
+# %% [markdown]
+# ### Exercise 3: `fsdp_linear`
+#
+# FSDP's gather → compute → free for one Linear layer, as an autograd function: gather the weight
+# in forward and do not keep it; gather it again in backward; reduce-scatter its gradient. The
+# cell checks outputs and gradients against the unsharded layer and measures the bytes forward
+# leaves behind.
+
+# %%
+check_your_work("lab10_zero", "fsdp_linear", picture=lab.picture("fsdp_linear"))
+
+# %% [markdown]
+# ## 7. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** A 70B model, mixed-precision Adam, 64 data-parallel ranks. Bytes per rank at stage
+# 2? Does it fit in 80 GB with 20 GB of activations?
+#
+# <details><summary>Answer</summary>
+#
+# 2·70·10⁹ + 14·70·10⁹/64 = 140 + 15.3 = **155.3 GB**: no — the bf16 parameters alone are 140 GB.
+# Stage 3: 16·70·10⁹/64 = **17.5 GB**, which fits.
+#
+# </details>
+#
+# **Problem 2.** On how many ranks does ZeRO-2 hold 6× less than DDP?
+#
+# <details><summary>Answer</summary>
+#
+# 16 / (2 + 14/N) = 6 gives 14/N = 2/3: **N = 21**.
+#
+# </details>
+#
+# **Problem 3.** A 1.3B model in bf16 on 16 ranks over 25 GB/s links (per direction). Ring
+# traffic per rank and time per step at stage 2 and stage 3?
+#
+# <details><summary>Answer</summary>
+#
+# Stage 2: 2·15/16·1.3·10⁹·2 B = **4.875 GB**, 0.195 s. Stage 3: 1.5× that, **7.31 GB**, 0.29 s
+# (before any overlap with compute).
+#
+# </details>
+#
+# **Problem 4.** A unit of 10 000 001 parameters, 8 ranks, our padding rule. How many elements does
+# each rank own, and how many are padding?
+#
+# <details><summary>Answer</summary>
+#
+# ⌈10 000 001 / 8⌉ = **1 250 001** each; 8 · 1 250 001 − 10 000 001 = **7** padding elements, all in
+# the last rank's shard.
+#
+# </details>
+
+# %%
+# The answers above, computed (the tests check the same numbers).
+import math
+
+print(model_state_bytes(70e9, 64, 2) / 1e9, model_state_bytes(70e9, 64, 3) / 1e9, 16 / (2 + 14 / 21))
+s2, s3 = comm_bytes_per_step(1.3e9, 16, 2), comm_bytes_per_step(1.3e9, 16, 3)
+print(s2 / 1e9, s2 / 25e9, s3 / 1e9, s3 / 25e9, math.ceil(10_000_001 / 8), 8 * math.ceil(10_000_001 / 8) - 10_000_001)
+
+# %% [markdown]
+# ## Further reading
+#
+# * S. Rajbhandari et al., *ZeRO: Memory Optimizations Toward Training Trillion Parameter Models*,
+#   SC 2020 — the three stages, the 7.5B figure, the communication analysis.
+# * Y. Zhao et al., *PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel*, VLDB 2023.
+# * PyTorch: `torch.distributed.optim.ZeroRedundancyOptimizer`; *Getting Started with Fully Sharded
+#   Data Parallel (FSDP2)*, `torch.distributed.fsdp.fully_shard`.
+# * J. Ren et al., *ZeRO-Offload*, 2021, and S. Rajbhandari et al., *ZeRO-Infinity*, 2021 — Lab 09's
+#   offload, at scale.
+#
+# ## Summary
+#
+# * Per rank: (p + g + k)Ψ at stage 0; stage 1 divides k by N, stage 2 g + k, stage 3 everything.
+#   "4×" and "8×" are the limits of stages 1 and 2 as N grows.
+# * Stages 1 and 2 send what DDP sends, as a reduce-scatter and an all-gather instead of an
+#   all-reduce; stage 3 sends 1.5× as much, gathering each unit before forward and again before
+#   backward.
+# * Padding each group to a multiple of N makes the shards equal; the bytes a rank holds then
+#   equal the formula exactly.
+# * Our ZeRO-1/2 and FSDP give the same parameters as one process and as PyTorch's implementations.
+#
+# **Exercises** (in `exercises/lab10_zero.py`): `model_state_bytes`, `zero1_step`, `fsdp_linear`;
+# each has a "check your work" cell above. Grade them with `python -m labkit.grade --lab 10` (or
+# `make grade LAB=10`).
