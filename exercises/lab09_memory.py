@@ -20,7 +20,9 @@ def checkpointed_forward(layers, x, segment):
     The gradients of x and of every parameter must equal those of the plain chain, dropout
     included: save the random-number generator's state (torch.get_rng_state()) before a
     segment's forward and restore it before recomputing it (inside torch.random.fork_rng(), so
-    the random stream after the step is not disturbed). Do not use torch.utils.checkpoint.
+    the random stream after the step is not disturbed). Let the recomputation's backward
+    (torch.autograd.backward) put the parameters' gradients straight into their .grad, as
+    PyTorch's reentrant checkpoint does. Do not use torch.utils.checkpoint.
     """
     raise NotImplementedError("hint: class Segment(torch.autograd.Function): forward(ctx, run, x, *params) saves x and the RNG state and returns run(x) under no_grad; backward recomputes run(x.detach().requires_grad_()) with grad enabled, calls torch.autograd.backward(out, grad) and returns x's gradient")
 
@@ -31,7 +33,8 @@ def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recom
     A block is x + attn(ln1(x)), then x + mlp(ln2(x)); its tensors have b = batch rows of
     s = seq positions of h = hidden features, a = heads attention heads, an MLP of width
     r·h (r = mlp_ratio), e = itemsize bytes per element. Count, once each:
-    - the input of each LayerNorm, and each LayerNorm's mean and 1/std (b·s numbers each);
+    - the input of each LayerNorm, and each LayerNorm's mean and 1/std (b·s numbers each, in the
+      model's dtype: e bytes each, as PyTorch keeps them on a CPU);
     - the input of every Linear (qkv, the attention's output projection, fc, the MLP's proj);
     - the copies of q, k and v that the batched matmuls make (b·s·h each);
     - softmax's output (b·a·s·s) and the causal mask (s·s booleans of 1 byte);
@@ -40,4 +43,4 @@ def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recom
     q, k, v copies are replaced by the qkv output (same size), softmax's output and the mask are
     not kept. recompute="full": only the block's input is kept.
     """
-    raise NotImplementedError("hint: add up the list in b·s·h·e units first: 2 LayerNorm inputs + 4 Linear inputs (two of them r times wider) + 3 copies + GELU's input; then the small terms")
+    raise NotImplementedError("hint: add up the list in b·s·h·e units first: 2 LayerNorm inputs + 4 Linear inputs (one of them, the MLP projection's, r times wider) + 3 copies + GELU's input; then the small terms")

@@ -6,8 +6,9 @@
 - ``fsdp_linear``: FSDP's gather → compute → free for one linear layer, forward and backward.
 
 ``zero1_step`` and ``fsdp_linear`` run on every rank of an initialised process group (e.g. under
-``labkit.dist.launch``). Use ``dist.reduce_scatter_tensor`` and ``dist.all_gather_into_tensor``
-(sum); the grader logs every collective you call.
+``labkit.dist.launch``). Use ``dist.reduce_scatter_single(out, inp)`` (sum) and
+``dist.all_gather_single(out, inp)`` (their older names, reduce_scatter_tensor and
+all_gather_into_tensor, work too); the grader logs every collective you call.
 """
 import math  # noqa: F401
 
@@ -33,7 +34,8 @@ def zero1_step(param, grad, state, lr, momentum):
     param: (P,) float64, the flat parameters, the same on every rank.
     grad: (P,) float64, this rank's gradient (of the mean loss over its own slice of the batch).
     state: a dict this rank keeps from call to call (empty at the first call). Keep in it only
-        this rank's shard of the momentum buffer: P'/N numbers, not P.
+        this rank's shard of the momentum buffer: P'/N numbers, not P (the grader counts the
+        elements of the tensors stored directly in ``state``).
     lr, momentum: floats. The update is torch.optim.SGD's, on the gradient averaged over ranks:
         v = momentum·v + g_mean  (v starts at g_mean),  p = p − lr·v.
     Sharding: pad P to P' = ceil(P/N)·N elements (zeros at the end); rank r owns elements
@@ -44,7 +46,7 @@ def zero1_step(param, grad, state, lr, momentum):
        ``param``.
     No all-reduce: ZeRO-1 moves what DDP moves, as a reduce-scatter plus an all-gather.
     """
-    raise NotImplementedError("hint: n, r = dist.get_world_size(), dist.get_rank(); s = math.ceil(P / n); pad with torch.cat, then dist.reduce_scatter_tensor(out_shard, padded_grad) and dist.all_gather_into_tensor(padded_param, my_new_shard)")
+    raise NotImplementedError("hint: n, r = dist.get_world_size(), dist.get_rank(); s = math.ceil(P / n); pad with torch.cat, then dist.reduce_scatter_single(out_shard, padded_grad) and dist.all_gather_single(padded_param, my_new_shard)")
 
 
 def fsdp_linear(x, weight_shard, bias, out_features, in_features):

@@ -45,7 +45,9 @@ def checkpointed_forward(layers, x, segment):
     The gradients of x and of every parameter must equal those of the plain chain, dropout
     included: save the random-number generator's state (torch.get_rng_state()) before a
     segment's forward and restore it before recomputing it (inside torch.random.fork_rng(), so
-    the random stream after the step is not disturbed). Do not use torch.utils.checkpoint.
+    the random stream after the step is not disturbed). Let the recomputation's backward
+    (torch.autograd.backward) put the parameters' gradients straight into their .grad, as
+    PyTorch's reentrant checkpoint does. Do not use torch.utils.checkpoint.
     """
     layers = list(layers)
     for i in range(0, len(layers), segment):
@@ -61,7 +63,8 @@ def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recom
     A block is x + attn(ln1(x)), then x + mlp(ln2(x)); its tensors have b = batch rows of
     s = seq positions of h = hidden features, a = heads attention heads, an MLP of width
     r·h (r = mlp_ratio), e = itemsize bytes per element. Count, once each:
-    - the input of each LayerNorm, and each LayerNorm's mean and 1/std (b·s numbers each);
+    - the input of each LayerNorm, and each LayerNorm's mean and 1/std (b·s numbers each, in the
+      model's dtype: e bytes each, as PyTorch keeps them on a CPU);
     - the input of every Linear (qkv, the attention's output projection, fc, the MLP's proj);
     - the copies of q, k and v that the batched matmuls make (b·s·h each);
     - softmax's output (b·a·s·s) and the causal mask (s·s booleans of 1 byte);

@@ -45,7 +45,7 @@ def zero1_step(param, grad, state, lr, momentum):
     size = math.ceil(param.numel() / n)                    # P'/N
     lo, hi = r * size, (r + 1) * size
     g_shard = torch.empty(size, dtype=grad.dtype)
-    dist.reduce_scatter_tensor(g_shard, _padded(grad, n * size))
+    dist.reduce_scatter_single(g_shard, _padded(grad, n * size))
     g_shard /= n                                           # the mean over ranks
     if "momentum" not in state:
         state["momentum"] = g_shard.clone()
@@ -53,7 +53,7 @@ def zero1_step(param, grad, state, lr, momentum):
         state["momentum"].mul_(momentum).add_(g_shard)
     full = _padded(param.detach(), n * size)               # (P',)
     mine = full[lo:hi] - lr * state["momentum"]
-    dist.all_gather_into_tensor(full, mine)
+    dist.all_gather_single(full, mine)
     with torch.no_grad():
         param.copy_(full[:param.numel()])
 
@@ -61,7 +61,7 @@ def zero1_step(param, grad, state, lr, momentum):
 def _gather_weight(shard, out_features, in_features):
     n = dist.get_world_size()
     full = torch.empty(n * shard.numel(), dtype=shard.dtype)
-    dist.all_gather_into_tensor(full, shard.detach().contiguous())
+    dist.all_gather_single(full, shard.detach().contiguous())
     return full[:out_features * in_features].view(out_features, in_features)
 
 
@@ -81,7 +81,7 @@ class _FSDPLinear(torch.autograd.Function):
         n = dist.get_world_size()
         dw = _padded(dy.t() @ x, n * shard.numel())                     # (P',)
         dshard = torch.empty_like(shard)
-        dist.reduce_scatter_tensor(dshard, dw)
+        dist.reduce_scatter_single(dshard, dw)
         return dy @ w, dshard, dy.sum(0), None, None
 
 

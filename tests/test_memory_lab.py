@@ -16,7 +16,8 @@ def test_budget_and_state_tables():
     t = lab.budget_table(70e9)
     gb = dict(zip(t.column("state"), t.column("GB")))
     assert gb["total"] == 1120 and gb["fp32 master weights"] + gb["Adam m (fp32)"] + gb["Adam v (fp32)"] == 840
-    assert gb["'3N x sizeof' (a slip)"] == 420
+    assert gb["Adam states as m, v only (a slip)"] == 560 and t.title.startswith("Ψ = 70B parameters: 14 devices")
+    assert lab.budget_table(7e9).title.startswith("Ψ = 7B parameters: 2 devices")
     s = lab.state_table()
     assert s.column("total B/p") == s.column("16 + 4·tensors/Ψ")
     assert s.column("params B/p") == [4.0, 2.0] and s.column("grads B/p") == [4.0, 2.0]

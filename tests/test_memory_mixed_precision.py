@@ -90,31 +90,10 @@ def test_updates_below_half_an_ulp_vanish_without_a_master():
     assert fp16.without_master < 1.0
 
 
-def _scaler_run(make_scaler, autocast: bool, steps=10):
-    model = GPT(TINY)
-    if autocast:
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    else:
-        model = model.to(torch.float16)
-        opt = mp.MixedPrecisionAdam(model.parameters(), lr=1e-2)
-    scaler = make_scaler(init_scale=2.0 ** 24, growth_interval=3)
-    scales, params = [], []
-    for step in range(steps):
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
-            loss = model(*batch(TINY, 4, seed=step))[1]
-        scales.append(scaler.get_scale())
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        params.append([p.detach().clone() for p in model.parameters()])
-    return scales, params
-
-
 @pytest.mark.parametrize("autocast", [True, False], ids=["fp16-autocast+Adam", "fp16-model+MixedPrecisionAdam"])
 def test_dynamic_loss_scaler_is_gradscaler_step_for_step(autocast):
-    ours = _scaler_run(mp.DynamicLossScaler, autocast)
-    theirs = _scaler_run(lambda **kw: torch.amp.GradScaler("cpu", **kw), autocast)
+    ours = mp.scaler_run(mp.DynamicLossScaler, autocast, TINY)
+    theirs = mp.scaler_run(lambda **kw: torch.amp.GradScaler("cpu", **kw), autocast, TINY)
     assert ours[0] == theirs[0]                                    # the same scale at every step
     # the run both overflows (backs off) and grows, so both branches of the rule are compared
     assert ours[0][1] == ours[0][0] / 2 and any(b == 2 * a for a, b in zip(ours[0], ours[0][1:]))
@@ -206,3 +185,9 @@ def test_bad_arguments():
     with pytest.raises(NotImplementedError):
         mp.MixedPrecisionAdam(model.parameters()).load_state_dict({})
     assert copy.deepcopy(mp.DynamicLossScaler()).get_scale() == 2.0 ** 16
+
+
+def test_gradscaler_table():
+    t = mp.gradscaler_table(steps=6)
+    assert t.column("same scales") == [True, True] and t.column("same parameters") == [True, True]
+

@@ -37,11 +37,13 @@ def run_picture(module: str, exercise: str, picture: Callable[[Callable], Any]) 
     fn = getattr(grading.load(module, "exercises"), exercise)
     try:
         return picture(fn)
-    except NotImplementedError:
-        print(_clip(f"{exercise} is still a stub."))
-        print(_clip(f"Fill it in in exercises/{module}.py, then run this cell again."))
     except Exception as e:  # noqa: BLE001 - the learner's code may raise anything; say what, in one line
-        print(_clip(f"your {exercise} raised {type(e).__name__}: {e}"))
+        # a stub raises NotImplementedError, here or on launched ranks (a RankError naming it)
+        if isinstance(e, NotImplementedError) or getattr(e, "exc_type", None) == "NotImplementedError":
+            print(_clip(f"{exercise} is still a stub."))
+            print(_clip(f"Fill it in in exercises/{module}.py, then run this cell again."))
+        else:
+            print(_clip(f"your {exercise} raised {type(e).__name__}: {e}"))
     return None
 
 

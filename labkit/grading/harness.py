@@ -255,8 +255,9 @@ def lab06_ddp(module, world_size: int, seed: int, steps: int = 2, batch: int = 1
 
 
 # ------------------------------------------------------------------ Lab 07: tensor-parallel pieces on gloo ranks
-def _tp_watch():
-    """Wrap dist.all_reduce / all_gather / gather to log (name, numel, in_backward) of every call."""
+def _tp_watch(module=None):
+    """Wrap dist.all_reduce / all_gather / gather to log (name, numel, in_backward) of every call,
+    also where the submission ``module`` imported them by name."""
     import torch.distributed as dist
 
     log, phase = [], {"backward": False}
@@ -269,6 +270,9 @@ def _tp_watch():
             return _original(tensor, *args, **kwargs)
 
         setattr(dist, name, watched)
+        for attr, value in list(vars(module).items()) if module is not None else ():
+            if value is original:
+                setattr(module, attr, watched)
     return log, phase
 
 
@@ -279,7 +283,7 @@ def _backward(phase, loss):
 
 
 def _tp_rank(rank, world, module, exercise, cases):
-    log, phase = _tp_watch()
+    log, phase = _tp_watch(module)
     results = []
     for case in cases:
         results.append(_tp_case(rank, world, module, exercise, case, phase))
@@ -334,11 +338,12 @@ def lab07_tp(module, exercise: str, world_size: int, cases: list, timeout: float
 
 
 # ------------------------------------------------------------------ Lab 10: ZeRO-1 and FSDP on gloo ranks
-def _watch_collectives(phase: dict) -> list:
+def _watch_collectives(phase: dict, module=None) -> list:
     """Wrap torch.distributed's collectives to log (kind, elements, phase["now"]) of every call:
     kind "all_gather" / "reduce_scatter" for every variant of those two, else the function's
     name; elements = the biggest tensor argument (a list of tensors counts as their sum: the
-    whole vector). Returns the log."""
+    whole vector). Names the submission ``module`` imported from torch.distributed
+    (``from torch.distributed import all_gather_single``) are wrapped there too. Returns the log."""
     import torch
     import torch.distributed as dist
 
@@ -359,6 +364,9 @@ def _watch_collectives(phase: dict) -> list:
             return _original(*args, **kwargs)
 
         setattr(dist, name, watched)
+        for attr, value in list(vars(module).items()) if module is not None else ():
+            if value is original:
+                setattr(module, attr, watched)
     return log
 
 
@@ -366,7 +374,7 @@ def _zero1_rank(rank, world, module, cases):
     import torch
 
     phase = {"now": "step"}
-    log = _watch_collectives(phase)
+    log = _watch_collectives(phase, module)
     out = []
     for case in cases:
         param = case["param"].clone()
@@ -409,7 +417,7 @@ def _fsdp_rank(rank, world, module, cases):
     from labkit.memory.tracker import MemoryTracker
 
     phase = {"now": "forward"}
-    log = _watch_collectives(phase)
+    log = _watch_collectives(phase, module)
     out = []
     for case in cases:
         o, i = case["weight"].shape

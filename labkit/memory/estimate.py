@@ -55,7 +55,8 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     return sbh * (10 + 24 / t + attention)
 
 
-def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int, recompute: str = "none") -> int:
+def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int,
+                          recompute: str = "none") -> int:
     """Bytes one Block of `labkit.model.GPT` keeps for backward on CPU, counted exactly, with
     b = batch_size, s = seq, h = hidden, a = heads, r = mlp_ratio, e = ``itemsize`` (bytes per
     element of the model's dtype):
@@ -75,7 +76,8 @@ def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int, recompu
     b, s = check_int(fn, "batch_size", batch_size, minimum=1), check_int(fn, "seq", seq, minimum=1)
     e = check_int(fn, "itemsize", itemsize, minimum=1)
     if recompute not in RECOMPUTE:
-        raise ValueError(f"{fn}: recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+        raise ValueError(f"{fn}: recompute must be one of {', '.join(RECOMPUTE)}, "
+                         f"got {recompute!r}")
     h, a, r = cfg.hidden, cfg.heads, cfg.mlp_ratio
     if recompute == "full":
         return b * s * h * e

@@ -10,6 +10,7 @@ Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -34,9 +35,9 @@ def budget_table(num_params: float = 70e9, gpu_bytes: float = 80e9) -> Table:
             ("Adam v (fp32)", 4)]
     total = sum(b for _, b in rows)
     out = [(name, b, psi * b / GB) for name, b in rows]
-    out += [("total", total, psi * total / GB), ("'3N x sizeof' (a slip)", 6, psi * 6 / GB)]
+    out += [("total", total, psi * total / GB), ("Adam states as m, v only (a slip)", 8, psi * 8 / GB)]
     return Table(["state", "bytes/param", "GB"], out, formats={"GB": ",.0f"},
-                 title=f"Ψ = {psi / 1e9:g}B parameters: {psi * total / gpu_bytes:.0f} devices of "
+                 title=f"Ψ = {psi / 1e9:g}B parameters: {math.ceil(psi * total / gpu_bytes)} devices of "
                        f"{gpu_bytes / GB:g} GB for the states alone")
 
 

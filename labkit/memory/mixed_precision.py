@@ -47,7 +47,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from labkit.checks import check_int, check_real
 from labkit.memory.tracker import MemoryTracker
@@ -513,3 +512,44 @@ def _power_of_two(x: float) -> str:
     """"2^k" when x is a power of two, else x."""
     m, e = math.frexp(x)
     return f"2^{e - 1}" if m == 0.5 else f"{x:g}"
+
+
+def scaler_run(make_scaler, autocast: bool, cfg: GPTConfig | None = None, steps: int = 10,
+               init_scale: float = 2.0 ** 24, growth_interval: int = 3):
+    """``steps`` fp16 steps of a small GPT under ``make_scaler(init_scale=, growth_interval=)``:
+    fp16 autocast with torch.optim.Adam (``autocast=True``) or an fp16 model with
+    `MixedPrecisionAdam`. Returns (the scale before each step, the parameters after each step)."""
+    cfg = cfg or GPTConfig(layers=1, hidden=32, heads=2, seq_len=16, vocab=64)
+    model = GPT(cfg)
+    if autocast:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    else:
+        model = model.to(torch.float16)
+        opt = MixedPrecisionAdam(model.parameters(), lr=1e-2)
+    scaler = make_scaler(init_scale=init_scale, growth_interval=growth_interval)
+    scales, params = [], []
+    for step in range(steps):
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16, enabled=autocast):
+            loss = model(*batch(cfg, 4, seed=step))[1]
+        scales.append(scaler.get_scale())
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        params.append([p.detach().clone() for p in model.parameters()])
+    return scales, params
+
+
+def gradscaler_table(steps: int = 10) -> Table:
+    """Our `DynamicLossScaler` and ``torch.amp.GradScaler("cpu")`` on the same fp16 runs: do the
+    scales agree at every step, and the parameters bit for bit?"""
+    rows = []
+    for autocast in (True, False):
+        ours = scaler_run(DynamicLossScaler, autocast, steps=steps)
+        theirs = scaler_run(lambda **kw: torch.amp.GradScaler("cpu", **kw), autocast, steps=steps)
+        same_params = all(torch.equal(a, b) for x, y in zip(ours[1], theirs[1]) for a, b in zip(x, y))
+        rows.append(("fp16 autocast + Adam" if autocast else "fp16 model + MixedPrecisionAdam",
+                     " ".join(_power_of_two(s) for s in ours[0][:6]) + " ...", ours[0] == theirs[0], same_params))
+    return Table(["run", "our scales", "same scales", "same parameters"], rows,
+                 title=f"{steps} steps from S = 2^24, growth every 3 clean steps")
+

@@ -90,7 +90,8 @@ def peak_matmul(sizes=(512, 1024, 2048), dtype=torch.float32, device=None, repea
 
 def bandwidth(n: int = 1 << 24, kind: str = "copy", dtype=torch.float32, device=None,
               repeat: int = 5) -> Measurement:
-    """Memory bandwidth from a STREAM-style kernel on ``n`` elements (pick n*4 bytes >> last-level cache).
+    """Memory bandwidth from a STREAM-style kernel on ``n`` elements (pick n*4 bytes >> last-level
+    cache).
 
     kind="copy": dst.copy_(src), bytes = 2*n*size (read + write).
     kind="triad": a = b + 2*c, bytes = 3*n*size, 2*n FLOPs.

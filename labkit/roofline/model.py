@@ -191,7 +191,8 @@ def compute_bound_batch(peak_flops: float, bandwidth: float, d_in: int, d_out: i
 
 
 def raise_roof(peak_flops: float, bandwidth: float, points) -> tuple[float, float]:
-    """A roof (peak FLOP/s, bandwidth bytes/s) no point exceeds, raised from the given one only as far as needed.
+    """A roof (peak FLOP/s, bandwidth bytes/s) no point exceeds, raised from the given one only as
+    far as needed.
 
     ``points``: (intensity FLOP/B, achieved FLOP/s). A measured roof is itself a measurement (a
     median, at other sizes, at another moment); a point above it shows the machine can do more.

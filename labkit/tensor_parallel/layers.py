@@ -54,7 +54,7 @@ class ColumnParallelLinear(nn.Module):
         b = None if linear.bias is None else linear.bias.detach().chunk(world)[rank].clone()
         return cls(w, b, gather_output)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:           # (..., in) -> (..., out/t) or (..., out)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:   # (..., in) -> (..., out/t) or (..., out)
         _check_width("ColumnParallelLinear", x, self.weight.shape[1])
         y = F.linear(copy_to_tp(x), self.weight, self.bias)
         return gather_last(y) if self.gather_output else y
@@ -76,7 +76,8 @@ class RowParallelLinear(nn.Module):
         b = None if linear.bias is None else linear.bias.detach().clone()
         return cls(w, b, input_is_parallel)
 
-    def forward(self, x: torch.Tensor, reduce=reduce_from_tp) -> torch.Tensor:   # (..., in/t) -> (..., out)
+    def forward(self, x: torch.Tensor, reduce=reduce_from_tp) -> torch.Tensor:
+        # (..., in/t) -> (..., out)
         if not self.input_is_parallel:
             x = split_last(x)
         _check_width("RowParallelLinear", x, self.weight.shape[1])

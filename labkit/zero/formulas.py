@@ -18,13 +18,15 @@ from labkit.checks import check_int, check_real
 
 def model_state_bytes(num_params: float, world_size: int, stage: int, param_bytes: float = 2,
                       grad_bytes: float = 2, optimizer_bytes: float = 12) -> float:
-    """Bytes of model states one rank holds (module docstring)."""
+    """Bytes of model states one rank holds: with p, g, k bytes per parameter and Ψ parameters on
+    N ranks, (p + g + k)·Ψ at stage 0; stage 1 divides k·Ψ by N, stage 2 (g + k)·Ψ, stage 3 all."""
     fn = "model_state_bytes"
     psi = check_real(fn, "num_params", num_params, positive=True)
     n = check_int(fn, "world_size", world_size, minimum=1)
     stage = check_int(fn, "stage", stage, minimum=0, maximum=3)
-    p, g, k = (check_real(fn, name, v) for name, v in (("param_bytes", param_bytes), ("grad_bytes", grad_bytes),
-                                                       ("optimizer_bytes", optimizer_bytes)))
+    p = check_real(fn, "param_bytes", param_bytes)
+    g = check_real(fn, "grad_bytes", grad_bytes)
+    k = check_real(fn, "optimizer_bytes", optimizer_bytes)
     sharded = {0: 0.0, 1: k, 2: g + k, 3: p + g + k}[stage]
     return (p + g + k - sharded) * psi + sharded * psi / n
 

@@ -4,7 +4,7 @@
     equivalence_table(worlds)            each stage (and PyTorch's) trained on N ranks vs one process
     memory_table(world)                  bytes a rank holds after a step, measured vs the formula
     traffic_table(world)                 what one step sends, counted, vs the closed forms
-    fsdp_trace(world)                    FSDP's gathers and frees, unit by unit; bf16 halves the gathers
+    fsdp_trace(world)                    FSDP's gathers and frees in order; bf16 halves the gathers
     picture(exercise)                    a learner's function next to the lab's measurement
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
@@ -19,7 +19,7 @@ import torch
 
 from labkit.checks import check_int, check_real
 from labkit.collectives.counting import count_collectives
-from labkit.dist import RankError, launch
+from labkit.dist import launch
 from labkit.model import GPT, GPTConfig, batch, parameter_count
 from labkit.table import Table
 from labkit.zero.formulas import comm_bytes_per_step, model_state_bytes, reduction
@@ -124,22 +124,27 @@ def _fsdp_trace_rank(rank, world, cfg, compute_dtype):
         model(*batch(cfg, 2, seed=rank))[1].backward()
         model.finish_gradient_synchronization()
     gathered = sum(c.bytes_sent for c in recs if c.op == "all_gather")
-    return model.events, gathered
+    kept = sorted({str(t.dtype)[6:] for p in model.parameters() for t in (p, p.grad) if t is not None})
+    return model.events, gathered, kept
 
 
 def fsdp_trace(world: int = 2, cfg: GPTConfig = SMALL) -> Table:
-    """FSDP's events in one forward + backward, unit by unit (root "" = embeddings and final
-    LayerNorm), and the all-gather bytes one rank sends with float32 and bfloat16 compute."""
-    events, fp32 = launch(_fsdp_trace_rank, world, cfg, None, backend="gloo", timeout=60)[0]
-    _, bf16 = launch(_fsdp_trace_rank, world, cfg, torch.bfloat16, backend="gloo", timeout=60)[0]
-    short = {"gather": "G", "free": "F", "reduce_scatter": "RS"}
-    rows = []
-    for unit in dict.fromkeys(u for _, u, _ in events):
-        mine = [f"{short[w]}({p[0]})" for w, u, p in events if u == unit]
-        rows.append((unit or "(root)", " ".join(mine)))
-    return Table(["unit", "events (G gather, F free, RS reduce-scatter; f forward, b backward)"], rows,
-                 title=f"N = {world}; all-gather bytes sent per rank: float32 {fp32:.0f}, bfloat16 {bf16:.0f} "
-                       f"({fp32 / bf16:.1f}x less)")
+    """FSDP's events in one forward + backward, in the order they happen, with the units whole at
+    that moment (root "" = embeddings, final LayerNorm and the tied head); and the all-gather
+    bytes one rank sends with float32 and with bfloat16 compute."""
+    events, fp32, _ = launch(_fsdp_trace_rank, world, cfg, None, backend="gloo", timeout=60)[0]
+    _, bf16, kept = launch(_fsdp_trace_rank, world, cfg, torch.bfloat16, backend="gloo", timeout=60)[0]
+    whole, rows = [], []
+    for what, unit, phase in events:
+        name = unit or "root"
+        if what == "gather":
+            whole.append(name)
+        elif what == "free":
+            whole.remove(name)
+        rows.append((len(rows) + 1, phase, what, name, " + ".join(whole) or "-"))
+    return Table(["#", "pass", "event", "unit", "whole now"], rows,
+                 title=f"N = {world}; gathered bytes/rank fp32 {fp32:.0f}, bf16 {bf16:.0f} ({fp32 / bf16:.1f}x); "
+                       f"bf16 run keeps shards, grads in {', '.join(kept)}")
 
 
 # ---------------------------------------------------------------------- check your work
@@ -167,12 +172,7 @@ def zero1_picture(fn, psi: int = 10, steps: int = 3):
     """Your ``zero1_step`` on 1-4 ranks (P = 10: padding at N = 3, 4) vs momentum SGD in one process."""
     rows = []
     for n in (1, 2, 3, 4):
-        try:
-            runs = launch(_quiet(_zero1_picture_rank), n, fn, psi, steps, backend="gloo", timeout=60, quiet=True)
-        except RankError as e:
-            if e.exc_type == "NotImplementedError":
-                raise NotImplementedError("zero1_step") from None
-            raise
+        runs = launch(_quiet(_zero1_picture_rank), n, fn, psi, steps, backend="gloo", timeout=60, quiet=True)
         p, v = torch.linspace(-1, 1, psi, dtype=torch.float64), None
         for step in range(steps):
             g = sum(torch.randn(psi, dtype=torch.float64, generator=torch.Generator().manual_seed(100 * step + r))
@@ -208,12 +208,7 @@ def _fsdp_picture_rank(rank, world, fn):
 def fsdp_linear_picture(fn, world: int = 2):
     """Your ``fsdp_linear`` on 2 ranks: output and gradients vs the unsharded layer, and the bytes
     forward leaves alive (the gathered weight must not be among them)."""
-    try:
-        runs = launch(_quiet(_fsdp_picture_rank), world, fn, backend="gloo", timeout=60, quiet=True)
-    except RankError as e:
-        if e.exc_type == "NotImplementedError":
-            raise NotImplementedError("fsdp_linear") from None
-        raise
+    runs = launch(_quiet(_fsdp_picture_rank), world, fn, backend="gloo", timeout=60, quiet=True)
     o, i = 6, 5
     w = torch.randn(o, i, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).requires_grad_()
     rows = []

@@ -144,7 +144,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
             if self.stage == 1 or b.ready or (not b.pending and b.grad_shard is None):
                 self._reduce_scatter(b, "step", async_op=False)
             self._collect(b)
-            b.master.grad = b.grad_shard.to(b.master.dtype)        # shares b.grad_shard when dtypes match
+            b.master.grad = b.grad_shard.to(b.master.dtype)    # shares grad_shard if dtypes match
         for outer, inner in zip(self.param_groups, self.inner.param_groups):
             inner.update({k: v for k, v in outer.items() if k != "params"})
         self.inner.step()
@@ -154,7 +154,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
                 p.copy_(new)
             b.master.grad = None
             if self.stage == 1:
-                b.grad_shard = None       # stage 1 keeps full gradients in p.grad; the shard was transient
+                b.grad_shard = None      # stage 1 keeps the full gradients in p.grad
         return loss
 
     def zero_grad(self, set_to_none: bool = True) -> None:

@@ -50,8 +50,9 @@ print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 # + 4 (fp32 master) + 4 (m) + 4 (v) = 16 bytes again. Mixed precision saves activation memory and
 # time, not model-state memory.
 #
-# **A common mistake** counts Adam's memory as "3N × sizeof": weights, m and v in one dtype. That
-# forgets the gradients and the master weights. For a 70B model:
+# **A common mistake** counts Adam's states as m and v alone and puts a 70B model's at 560 GB. That
+# forgets the fp32 master weights, the third optimizer state of mixed precision — and the 16-bit
+# weights and gradients come on top.
 #
 # **Predict first:** how many GB do the fp32 master weights, m and v of a 70B model take?
 
@@ -60,8 +61,8 @@ print(lab.budget_table(70e9))
 
 # %% [markdown]
 # 840 GB of fp32 states (master weights, m and v) and 1.12 TB in all — fourteen 80 GB devices
-# before a single activation. The "3N × sizeof" figure, 420 GB, is off by more than half. This is
-# the problem that Lab 10's ZeRO solves by sharding these states over the data-parallel ranks.
+# before a single activation. Counting m and v only gives 560 GB, a third too little. This is the
+# problem that Lab 10's ZeRO solves by sharding these states over the data-parallel ranks.
 #
 # Measured, on our small GPT after one Adam step (`MixedPrecisionAdam` keeps the fp32 master copy
 # in the optimizer's state, as ZeRO's accounting does):
@@ -80,9 +81,10 @@ print(f"  added to the bf16 weight itself:  {lost.without_master}")
 print(f"  added to an fp32 master copy:      {lost.master:.6f} (bf16 copy {lost.with_master})")
 
 # %% [markdown]
-# Ten Adam steps of about 0.001 on a bf16 weight of 1.0 leave it at exactly 1.0: bf16 has 8 bits of
-# mantissa, so the gap between 1.0 and the next number is 0.0078. With an fp32 master, the
-# updates add up there and reach the bf16 copy.
+# Ten Adam steps of about 0.001 on a bf16 weight of 1.0 leave it at exactly 1.0. bf16 keeps 8
+# significant bits (7 stored), so just below 1.0 its numbers are 2⁻⁸ ≈ 0.0039 apart, and a step
+# smaller than half of that, 0.002, rounds back to 1.0. With an fp32 master, the updates add up
+# there and reach the bf16 copy.
 #
 # ## 2. A step, op by op
 #
@@ -96,7 +98,7 @@ print(f"  added to an fp32 master copy:      {lost.master:.6f} (bf16 copy {lost.
 V.checkpoint_widget(n_layers=8)
 
 # %% [markdown]
-# Frame 1 is the plain step. Forward piles up activations (red): each layer keeps its input for
+# Frame 1 is the plain step (the peak here is of all bytes; the title gives the activations' own). Forward piles up activations (red): each layer keeps its input for
 # backward. The peak comes early in backward, when the saved activations are all still there and
 # the first gradients appear. Backward then frees activations as it consumes them while gradients
 # (orange) grow to their full size, and the step changes nothing in size: Adam updates in place.
@@ -113,12 +115,10 @@ V.checkpoint_widget(n_layers=8)
 #
 # — the inputs of the two LayerNorms, of qkv, of the attention output projection and of fc, three
 # copies for q, k and v, GELU's and the MLP projection's inputs; LayerNorm statistics; the
-# softmax output; the causal mask (one byte per pair, shared by the batch).
-
-# %%
-show(gpt_layer_saved_bytes)
-
-# %% [markdown]
+# softmax output; the causal mask (one byte per pair, shared by the batch). On a CPU, LayerNorm
+# keeps its statistics in the model's dtype (CUDA keeps them in fp32), so the count below is exact
+# on a CPU.
+#
 # **Predict first:** for 2 layers, batch 4, s = 16, h = 32, a = 4 in bf16, how far will the
 # closed form be from what the tracker measures?
 
@@ -130,30 +130,17 @@ print(lab.activation_table())
 # bytes per layer in 16 bits, which is widely quoted. It counts dropout — two masks of s·b·h bytes,
 # a mask of a·s²·b and its output of 2·a·s²·b — which our model does not have, and leaves out the
 # LayerNorm statistics and the mask as small. The term to watch in both is the one in s²: at long
-# sequences the attention scores dominate.
+# sequences the attention scores dominate. You will write this count yourself in Exercise 2,
+# after section 5.
 #
-# ### Exercise 2: `block_activation_bytes`
-#
-# In `exercises/lab09_memory.py`, write `block_activation_bytes(batch, seq, hidden, heads,
-# mlp_ratio, itemsize, recompute)` from the list above (and the two recomputation policies of
-# section 5). The grader compares it with the closed form on random sizes and with what autograd
-# actually saves in our model.
-
-# %%
-check_your_work("lab09_memory", "block_activation_bytes", picture=lab.picture("block_activation_bytes"))
-
-# %% [markdown]
 # ## 4. Activation checkpointing
 #
 # Keep only some activations in forward and recompute the rest in backward. Cut N layers into
 # segments of k; run each segment's forward *without* recording a graph, keeping only its input;
-# in backward, run the segment again with recording on, and back-propagate through that. Our
-# version, a `torch.autograd.Function`:
-
-# %%
-show(checkpointing._Checkpoint)
-
-# %% [markdown]
+# in backward, run the segment again with recording on, and back-propagate through that. In
+# PyTorch this is a `torch.autograd.Function` whose `forward` runs under `torch.no_grad()` and
+# saves the segment's input, and whose `backward` recomputes and calls `torch.autograd.backward`.
+#
 # Memory: ⌈N/k⌉ segment inputs are kept, plus, during one segment's backward, its k recomputed
 # activations — about (N/k + k) activations, smallest near k = √N. The exact peak of our chain,
 # with a the bytes of one (B, w) activation, is (⌈N/k⌉ + k + 2)·a plus a layer's gradients and two
@@ -172,8 +159,9 @@ print(checkpointing.checkpoint_table(16))
 # Now go back to the widget in section 2 and step through k: the red hill flattens into ⌈N/k⌉
 # small ones.
 #
-# PyTorch's own `torch.utils.checkpoint` (non-reentrant) recomputes inside the normal backward and
-# keeps up to two activations fewer than ours. Compare the times too (they vary from run to run):
+# PyTorch's own `torch.utils.checkpoint` (non-reentrant) recomputes inside the normal backward: it
+# keeps one activation fewer than ours here (two when the last segment is shorter). Compare the
+# times too (they vary from run to run):
 
 # %% tags=["nbval-ignore-output"]
 print(checkpointing.compare_table())
@@ -208,6 +196,12 @@ for label in ("checkpointed", "no RNG restore"):
 check_your_work("lab09_memory", "checkpointed_forward", picture=lab.picture("checkpointed_forward"))
 
 # %% [markdown]
+# Ours, for comparison (the RNG states of CUDA devices are saved too, once CUDA is in use):
+
+# %%
+show(checkpointing._Checkpoint)
+
+# %% [markdown]
 # ## 5. Selective and full recomputation in a transformer
 #
 # Checkpointing whole blocks ("full" recomputation) keeps only each block's input, b·s·h·e bytes,
@@ -223,13 +217,34 @@ print(recompute.recompute_table(GPTConfig(layers=2, hidden=32, heads=4, seq_len=
 
 # %% [markdown]
 # Selective saves the s² terms for 1/7 of full recomputation's extra FLOPs; full saves far more
-# memory for far more compute. Both give bit-identical losses and gradients.
+# memory for far more compute. Both give bit-identical losses and gradients. The ratio of extra
+# FLOPs is s/(6h + s) (with r = 4): 1/7 here where s = h, but 2.7 % for GPT-3 (s = 2048,
+# h = 12 288) — selective recomputation is nearly free at scale.
+#
+# ### Exercise 2: `block_activation_bytes`
+#
+# In `exercises/lab09_memory.py`, write `block_activation_bytes(batch, seq, hidden, heads,
+# mlp_ratio, itemsize, recompute)`: the count of section 3, and what the two recomputation
+# policies keep. The grader compares it with the closed form on random sizes and with what
+# autograd actually saves in our model.
+
+# %%
+check_your_work("lab09_memory", "block_activation_bytes", picture=lab.picture("block_activation_bytes"))
+
+# %% [markdown]
+# Ours, for comparison:
+
+# %%
+show(gpt_layer_saved_bytes)
 #
 # ## 6. Gradient accumulation
 #
 # Split a batch of B into micro-batches of m, run forward and backward on each with the loss
 # divided by the number of micro-batches, and step once: the summed gradients are those of the
-# whole batch. Activations scale with m, the model states do not:
+# whole batch. Activations scale with m, the model states do not.
+#
+# **Predict first:** 12 sequences in micro-batches of 1, 2, 3, 4, 6, 12. Does the peak grow in
+# proportion to m, or as something plus m times something?
 
 # %%
 print(accumulation.accumulation_table(GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=128), 12,
@@ -241,7 +256,7 @@ print(accumulation.accumulation_table(GPTConfig(layers=2, hidden=16, heads=2, se
 #
 # ## 7. Mixed precision: bf16, fp16, and loss scaling
 #
-# bf16 has fp32's exponent range and 8 bits of mantissa; fp16 has 11 bits of mantissa but a range
+# bf16 has fp32's exponent range and 8 significant bits; fp16 has 11 significant bits but a range
 # that ends at 6·10⁻⁸ (subnormals) and 65 504. Small gradients underflow to zero in fp16. **Loss
 # scaling** multiplies the loss by S before backward, so the gradients are S times larger and
 # representable, and divides them by S before the update. A *dynamic* scaler starts high, halves S
@@ -252,8 +267,13 @@ show(mixed_precision.DynamicLossScaler.update)
 print(mixed_precision.scale_history_table())
 
 # %% [markdown]
-# Ours matches `torch.amp.GradScaler` step for step (`tests/test_memory_mixed_precision.py`).
-# With the loss scaled down by 2¹² (as when 4 096 micro-batches are accumulated), plain fp16 loses
+# Ours against PyTorch's `torch.amp.GradScaler` on the same two fp16 runs:
+
+# %%
+print(mixed_precision.gradscaler_table())
+
+# %% [markdown]
+# The same scale at every step and the same parameters bit for bit. With the loss scaled down by 2¹² (as when 4 096 micro-batches are accumulated), plain fp16 loses
 # most gradients:
 #
 # **Predict first:** which modes end near fp32's loss?
@@ -263,14 +283,15 @@ print(mixed_precision.precision_table())
 
 # %% [markdown]
 # fp16 without scaling flushes 60 % of the gradient entries to zero and stalls; with scaling it
-# tracks fp32, as do bf16 and bf16 autocast. Autocast keeps the weights in fp32 and casts matmul
-# inputs to bf16: activations shrink by a third, not a half, since LayerNorm, the residual stream and
-# the logits stay fp32.
+# tracks fp32, as do bf16 and bf16 autocast. Autocast keeps the weights in fp32 and runs matmuls in
+# bf16 (the logits too; the loss is then computed in fp32): activations shrink by a third, not a
+# half, since LayerNorm and the residual stream stay fp32 — and the column counts autocast's cached
+# bf16 copies of the weights as well.
 #
 # ## 8. Offload: optimizer states on a slower tier
 #
-# ZeRO-Offload's idea: keep Adam's 12 bytes per parameter in host memory, send gradients there, run
-# the update there, and send the new weights back. The step costs the bytes moved over the link's
+# ZeRO-Offload's idea: keep Adam's 12 bytes per parameter in host memory for good, send the
+# gradients there, run the update there, and send the new weights back; m and v never move. The step costs the bytes moved over the link's
 # bandwidth plus the update: T ≈ bytes / bandwidth + T_update. On a GPU box the tier is pinned host
 # memory behind PCIe; on this machine the same code keeps the states in a memory-mapped file. The
 # bandwidth is measured in the same run (timings vary):
@@ -279,9 +300,10 @@ print(mixed_precision.precision_table())
 print(offload.offload_table())
 
 # %% [markdown]
-# On a GPU box the next cell measures the "pinned" tier: the states cross PCIe, whose nominal rate
-# for 4.0 x16 is 32 GB/s per direction, so 3.5 MB per step cost about 0.1 ms or more, against
-# microseconds for the update on the GPU itself — offload trades step time for device memory.
+# On a GPU box the next cell measures the "pinned" tier: gradients and weights cross PCIe, whose
+# nominal rate for 4.0 x16 is 32 GB/s per direction, so 3.5 MB per step cost about 0.1 ms or more,
+# against microseconds for the update on the GPU itself — offload trades step time for device
+# memory.
 
 # %%
 if torch.cuda.is_available():
@@ -299,7 +321,7 @@ else:
 # most s/2; a finer granularity gives each block its own, smaller s, at the cost of storing more
 # scales. int4 codes are packed two per byte.
 #
-# **Predict first:** int4 per tensor vs per channel: which loses less loss, and by how much?
+# **Predict first:** int4 per tensor vs per channel: which costs less loss, and by how much?
 
 # %%
 print(quantize.quantization_table())
@@ -395,7 +417,8 @@ print(7e9 / 2 / 1e9 + 7e9 / 128 * 2 / 1e9)
 #
 # * Adam needs 16 bytes per parameter in fp32 and in mixed precision; activations come on top and
 #   grow with batch and sequence (s² in attention).
-# * A block of our GPT keeps (8 + 2r)·b·s·h·e + 4·b·s·e + a·b·s²·e + s² bytes, measured to the byte.
+# * A block of our GPT keeps (8 + 2r)·b·s·h·e + 4·b·s·e + a·b·s²·e + s² bytes, measured to the byte
+#   on a CPU.
 # * Checkpointing keeps segment inputs and recomputes: (N/k + k) activations, best at k ≈ √N, for
 #   one extra forward; with the random state restored it is exact, dropout included.
 # * Selective recomputation removes the s² terms for little compute; accumulation trades time for

@@ -50,7 +50,6 @@ print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 # 1 and 2 hold on **8** GPUs?
 
 # %%
-show(model_state_bytes)
 print(lab.stage_table(7.5e9, 64))
 
 # %% [markdown]
@@ -77,8 +76,9 @@ V.shards_widget(world=4, units=3)
 # * **stage 2** — each unit's gradient is reduce-scattered as soon as backward has produced it,
 #   and only the shard stays: the gradient column never fills up.
 # * **stage 3** — parameters too are sharded. Just before a unit's forward its parameters are
-#   all-gathered, and freed right after; the same again before its backward. Only one unit is
-#   whole at any moment.
+#   all-gathered, and freed right after; the same again before its backward. In this picture only
+#   one unit is whole at any moment; section 5 shows that a real FSDP also keeps its root unit
+#   (embeddings and the tied output layer) whole through each pass.
 #
 # The "sent so far" figure at the last moment is the step's traffic: at stage 3, two all-gathers
 # and a reduce-scatter per unit, 1.5× what stages 0–2 send.
@@ -120,10 +120,11 @@ print(lab.equivalence_table(worlds=(1, 2, 4)))
 #
 # The tracker of Lab 09 counts what rank 0 holds after a step. The formulas need one adjustment:
 # to cut a group of parameters into N equal shards it is padded to Ψ' = ⌈Ψ/N⌉·N elements. Our
-# ZeRO-1 and -2 keep an fp32 master shard even for an fp32 model, as DeepSpeed does, so K = 4 + 8;
-# our FSDP by default shards only matrices and keeps 1-D parameters (biases, LayerNorm scales) whole.
+# ZeRO-1 and -2 keep an fp32 master shard even for an fp32 model, as DeepSpeed does, so K = 4 + 8.
+# In our FSDP the fp32 shards *are* the master weights, so K = 8 (m and v); by default it shards
+# only matrices and keeps 1-D parameters (biases, LayerNorm scales) whole.
 #
-# **Predict first:** rank 0 of 4, float32. Which stage's optimizer bytes are the largest?
+# **Predict first:** rank 0 of 4, float32. Will ZeRO-1's optimizer bytes be a quarter of DDP's?
 
 # %%
 print(lab.memory_table(world=4))
@@ -131,17 +132,20 @@ print(lab.memory_table(world=4))
 # %% [markdown]
 # Equal to the formula to the byte, in every row. (Adam's step counters, 4 bytes per tensor it
 # steps, are included in the formula column.) ZeRO-1 holds more optimizer bytes than a quarter of
-# DDP's because of the master shard: 12 bytes per element against DDP's 8.
+# DDP's because of the master shard: 12 bytes per element against DDP's 8. FSDP's optimizer bytes
+# are 8 per sharded element plus 8 for each whole 1-D parameter.
 #
 # ## 5. What a step sends
 #
 # **Common mistakes:** "ZeRO-1 needs minimal communication: only optimizer states", "ZeRO-2 uses
-# all-reduce", "ZeRO-3 reduces communication". Count:
+# all-reduce", "ZeRO-3 reduces communication".
+#
+# **Predict first:** per step on 4 ranks, how many bytes does each stage send, compared with DDP?
 
 # %%
 print(lab.traffic_table(world=4))
-print(f"closed forms, bytes per rank: stages 0-2 {comm_bytes_per_step(1.0, 4, 1):.2f}·Ψ, "
-      f"stage 3 {comm_bytes_per_step(1.0, 4, 3):.2f}·Ψ (N = 4, 2 bytes per element)")
+print(f"closed forms per rank, float32: stages 0-2 {comm_bytes_per_step(1.0, 4, 1, 4):.2f}·Ψ bytes, "
+      f"stage 3 {comm_bytes_per_step(1.0, 4, 3, 4):.2f}·Ψ")
 
 # %% [markdown]
 # Optimizer states never move. Stages 1 and 2 replace DDP's all-reduce (2(N−1)/N·Ψ per rank) by a
@@ -150,13 +154,20 @@ print(f"closed forms, bytes per rank: stages 0-2 {comm_bytes_per_step(1.0, 4, 1)
 # reduce-scatter: 3(N−1)/N·Ψ, 1.5× DDP (1.47 here, since our FSDP all-reduces the small 1-D
 # parameters like DDP). ZeRO-3 buys memory with communication.
 #
-# One unit at a time, in order: the root (embeddings and final LayerNorm) and each block are
-# gathered, freed, gathered again in backward, freed, and reduce-scattered. With a bf16
-# `compute_dtype`, the shards are cast before the all-gather: half the bytes on the wire, while the
-# master shards and the gradients stay fp32.
+# FSDP's own order of events, one step, on 2 ranks. The root unit holds the embeddings, the final
+# LayerNorm and — through the tie — the output layer, which the model uses at both ends; so the
+# root is gathered first and freed last in each pass, and one block at a time is gathered inside
+# it. With a bf16 `compute_dtype` the shards are cast before the all-gather.
+#
+# **Predict first:** how many units are whole at most, at any moment? And how many times fewer
+# bytes do the all-gathers send in bf16?
 
 # %%
 print(lab.fsdp_trace(world=2))
+
+# %% [markdown]
+# Two at most: the root and one block. Half the bytes on the wire in bf16, while the master
+# shards and the gradients stay float32 (the title's last words).
 
 # %% [markdown]
 # `benchmarks/zero.py` times our stages against PyTorch's on 2 and 4 ranks and checks the bytes
@@ -170,6 +181,12 @@ print(lab.fsdp_trace(world=2))
 
 # %%
 check_your_work("lab10_zero", "model_state_bytes", picture=lab.picture("model_state_bytes"))
+
+# %% [markdown]
+# Ours, for comparison:
+
+# %%
+show(model_state_bytes)
 
 # %% [markdown]
 # ### Exercise 2: `zero1_step`
