@@ -65,7 +65,7 @@ def main(argv=None):
              "'ours peak' = measured peak activation bytes of our every-segment checkpoint, 'closed form' = "
              "(⌈N/k⌉ + k + 2)·a + g + 2e (equal by test), 'torch peak' = torch.utils.checkpoint (non-reentrant), "
              f"'vs plain' = our step time over the plain step's (one extra forward). Worst ours/torch {worst:.2f}.\n\n"
-             "Offload table: | tier | parameters | bytes moved/step | GB/s | predicted ms | measured ms | "
+             "Offload:\n\n| tier | parameters | bytes moved/step | GB/s | predicted ms | measured ms | "
              "measured/predicted | Adam in memory ms |\n|---|---|---|---|---|---|---|---|\n" +
              "\n".join("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in r) + " |"
                        for r in offload) +
