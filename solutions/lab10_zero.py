@@ -30,7 +30,8 @@ def zero1_step(param, grad, state, lr, momentum):
     param: (P,) float64, the flat parameters, the same on every rank.
     grad: (P,) float64, this rank's gradient (of the mean loss over its own slice of the batch).
     state: a dict this rank keeps from call to call (empty at the first call). Keep in it only
-        this rank's shard of the momentum buffer: P'/N numbers, not P.
+        this rank's shard of the momentum buffer: P'/N numbers, not P (the grader counts the
+        elements of the tensors stored directly in ``state``).
     lr, momentum: floats. The update is torch.optim.SGD's, on the gradient averaged over ranks:
         v = momentum·v + g_mean  (v starts at g_mean),  p = p − lr·v.
     Sharding: pad P to P' = ceil(P/N)·N elements (zeros at the end); rank r owns elements

@@ -4,6 +4,7 @@ import ast
 import inspect
 import json
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -58,8 +59,26 @@ def test_every_graded_exercise_is_a_stub_that_raises_with_a_hint(name):
 
 
 @pytest.fixture(scope="module")
-def solution_rows():
-    return grade.score_table(grade.run_graded_tests("solutions"))
+def gradings(tmp_path_factory):
+    """Every whole grading run this file checks — the solutions, the stubs, each known-wrong case —
+    started at once, two at a time (each is a judge process plus sandboxed workers, about half of
+    it start-up and waiting): {name: future of its score table}."""
+    pool = ThreadPoolExecutor(max_workers=2)
+
+    def run(impl, lab=None, exercises=None):
+        return grade.score_table(grade.run_graded_tests(impl, lab=lab, exercises=exercises))
+
+    jobs = {"solutions": pool.submit(run, "solutions"), "exercises": pool.submit(run, "exercises")}
+    for case in KNOWN_WRONG:
+        sub = known_wrong_submission(case, tmp_path_factory.mktemp(case.name) / "submission")
+        jobs[case.name] = pool.submit(run, str(sub), next(case.glob("lab*.py")).stem[3:5], _expected(case))
+    yield jobs
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="module")
+def solution_rows(gradings):
+    return gradings["solutions"].result()
 
 
 def test_solutions_score_full_marks(solution_rows):
@@ -68,8 +87,8 @@ def test_solutions_score_full_marks(solution_rows):
     assert not failed
 
 
-def test_stubs_score_zero():
-    rows = grade.score_table(grade.run_graded_tests("exercises"))
+def test_stubs_score_zero(gradings):
+    rows = gradings["exercises"].result()
     assert rows and all(r["score"] == 0 for r in rows), [(r["exercise"], r["score"]) for r in rows]
     # so check_your_work may print an untouched stub's verdict without a grading run:
     from labkit.grading.check import is_untouched_stub, max_points
@@ -91,13 +110,16 @@ def known_wrong_submission(case: Path, dest: Path) -> Path:
     return dest
 
 
+def _expected(case: Path) -> list[str]:
+    return [ln.strip() for ln in (case / "EXPECT").read_text().splitlines() if ln.strip()]
+
+
 @pytest.mark.parametrize("case", KNOWN_WRONG, ids=lambda p: p.name)
-def test_known_wrong_solutions_are_rejected(case, solution_rows, tmp_path):
-    expected = [ln.strip() for ln in (case / "EXPECT").read_text().splitlines() if ln.strip()]
+def test_known_wrong_solutions_are_rejected(case, gradings):
+    expected = _expected(case)
     assert expected, f"{case}/EXPECT names no exercise"
     lab = next(case.glob("lab*.py")).stem[3:5]
-    sub = known_wrong_submission(case, tmp_path / "submission")
-    rows = {r["exercise"]: r for r in grade.score_table(grade.run_graded_tests(str(sub), lab=lab, exercises=expected))}
+    rows = {r["exercise"]: r for r in gradings[case.name].result()}
     for ex in expected:
         assert ex in rows, f"{ex} is not an exercise of lab {lab}"
         assert rows[ex]["score"] < rows[ex]["max_score"], f"{case.name}: {ex} was not rejected"
