@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from labkit.checks import check_int
+from labkit.checks import check_int, check_real
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
@@ -39,7 +39,9 @@ DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 class GPTConfig:
     """Sizes of the model: ``layers`` blocks, ``hidden`` features (divisible by ``heads``),
     sequences of at most ``seq_len`` tokens from a vocabulary of ``vocab``; MLP width
-    ``mlp_ratio * hidden``. Invalid sizes raise a one-line TypeError/ValueError."""
+    ``mlp_ratio * hidden``; ``dropout`` (a probability) on the embeddings and on each residual
+    branch in training mode — 0 by default, when no dropout op runs at all. Invalid sizes raise a
+    one-line TypeError/ValueError."""
 
     layers: int = 2
     hidden: int = 64
@@ -47,10 +49,14 @@ class GPTConfig:
     seq_len: int = 32
     vocab: int = 128
     mlp_ratio: int = 4
+    dropout: float = 0.0
 
     def __post_init__(self):
         for name in ("layers", "hidden", "heads", "seq_len", "vocab", "mlp_ratio"):
             check_int("GPTConfig", name, getattr(self, name), minimum=1)
+        p = check_real("GPTConfig", "dropout", self.dropout)
+        if not 0 <= p < 1:
+            raise ValueError(f"GPTConfig: dropout must be in [0, 1), got {p}")
         if self.hidden % self.heads:
             raise ValueError(f"GPTConfig: hidden ({self.hidden}) must be divisible by heads ({self.heads})")
 
@@ -115,17 +121,23 @@ class MLP(nn.Module):
         return self.proj(F.gelu(self.fc(x)))
 
 
+def _dropout(p: float) -> nn.Module:
+    """nn.Dropout(p), or nothing at all for p = 0 (no op, no saved mask)."""
+    return nn.Dropout(p) if p > 0 else nn.Identity()
+
+
 class Block(nn.Module):
-    """One pre-norm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+    """One pre-norm transformer block: x + drop(attn(ln1(x))), then x + drop(mlp(ln2(x)))."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.ln1, self.attn = nn.LayerNorm(cfg.hidden), CausalSelfAttention(cfg)
         self.ln2, self.mlp = nn.LayerNorm(cfg.hidden), MLP(cfg)
+        self.drop = _dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        x = x + self.drop(self.attn(self.ln1(x)))
+        return x + self.drop(self.mlp(self.ln2(x)))
 
 
 class GPT(nn.Module):
@@ -149,6 +161,7 @@ class GPT(nn.Module):
             self.pos_emb = nn.Embedding(cfg.seq_len, cfg.hidden)
             self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
             self.ln_f = nn.LayerNorm(cfg.hidden)
+        self.drop = _dropout(cfg.dropout)
         self._init_weights(seed)
         self.to(dtype)
 
@@ -170,7 +183,7 @@ class GPT(nn.Module):
         check_tokens("GPT", "tokens", tokens, self.cfg)
         B, T = tokens.shape
         pos = torch.arange(T, device=tokens.device)
-        x = self.tok_emb(tokens) + self.pos_emb(pos)                             # (B, T, H)
+        x = self.drop(self.tok_emb(tokens) + self.pos_emb(pos))                  # (B, T, H)
         for block in self.blocks:
             x = block(x)
         logits = self.ln_f(x) @ self.tok_emb.weight.t()                          # (B, T, V), tied head

@@ -112,4 +112,7 @@ def parallelize(model: GPT, sequence_parallel: bool = False) -> TensorParallelGP
     """Split ``model`` over the current process group (each rank passes the same weights)."""
     if not isinstance(model, GPT):
         raise TypeError(f"parallelize: model must be a labkit.model.GPT, got {type(model).__name__}")
+    if model.cfg.dropout:
+        raise ValueError("parallelize: dropout is not supported here (each rank would draw its own "
+                         f"masks); use GPTConfig(dropout=0), got {model.cfg.dropout}")
     return TensorParallelGPT(model, sequence_parallel)

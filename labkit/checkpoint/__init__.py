@@ -1,0 +1,13 @@
+"""Fault tolerance (Lab 12): checkpoints that resume bit for bit, failures survived, and the rest.
+
+    state.py         what an exact resume needs besides weights: RNG states, data order
+    io.py            atomic, checksummed checkpoint files; CheckpointManager keeps the last k
+    resume.py        training that stops, resumes and equals the uninterrupted run (1 rank, DDP)
+    failures.py      a rank killed mid-run, a supervisor that restarts from the last checkpoint
+    elastic.py       the same training under torchrun (--max-restarts), and on fewer ranks
+    distributed.py   sharded checkpoints of FSDP with PyTorch's DCP: save on N ranks, load on M
+    interval.py      Young/Daly checkpoint intervals and a Monte Carlo job simulator
+    abft.py          algorithm-based fault tolerance for matmul (Huang–Abraham checksums)
+    voting.py        replication with majority voting: TMR is 3R² − 2R³
+    domino.py        coordinated vs independent checkpoints: the domino effect
+"""

@@ -1,0 +1,84 @@
+"""Everything besides the weights that an exact resume needs: random-number generators and data order.
+
+A run resumed from a checkpoint repeats the uninterrupted run bit for bit only if every source of
+randomness and order continues where it stopped:
+
+- the **random-number generators**: Python's ``random``, NumPy's global generator, torch's CPU
+  generator (dropout, ``torch.randn``) and each CUDA device's (dropout on a GPU) — `rng_state`,
+  `set_rng_state`;
+- the **data order**: which epoch, which permutation, how far into it — `ResumableSampler`, whose
+  permutation is drawn from its own generator seeded by (seed, epoch), so that it depends on
+  nothing else, and whose ``state_dict()`` is two integers.
+
+Forgetting any one of them is the classic mistake: the resumed run looks fine, trains, and
+differs from the uninterrupted one from the first step after the resume.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from labkit.checks import check_int
+
+
+def rng_state() -> dict:
+    """Every generator's state, as plain data (``torch.load(weights_only=True)`` can read it back)."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    out = {"python": random.getstate(), "torch": torch.get_rng_state(),
+           "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                     "has_gauss": int(has_gauss), "gauss": float(gauss)}}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = [torch.cuda.get_rng_state(d) for d in range(torch.cuda.device_count())]
+    return out
+
+
+def set_rng_state(state: dict) -> None:
+    """Put every generator back where `rng_state` found it."""
+    random.setstate(_tuples(state["python"]))
+    torch.set_rng_state(state["torch"])
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    for d, s in enumerate(state.get("cuda", [])):
+        torch.cuda.set_rng_state(s, d)
+
+
+def _tuples(x):
+    return tuple(_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+class ResumableSampler:
+    """Batches of indices into a dataset of ``size`` items, reshuffled every epoch, resumable.
+
+    Epoch e's order is ``torch.randperm(size)`` drawn from a generator seeded with seed·1000 + e;
+    ``next_batch()`` returns the next ``batch_size`` indices (an epoch's last, short batch is
+    dropped) and moves the position on. ``state_dict()`` = {"epoch", "position"}."""
+
+    def __init__(self, size: int, batch_size: int, seed: int = 0):
+        fn = "ResumableSampler"
+        self.size = check_int(fn, "size", size, minimum=1)
+        self.batch_size = check_int(fn, "batch_size", batch_size, minimum=1, maximum=size)
+        self.seed = check_int(fn, "seed", seed)
+        self.epoch, self.position = 0, 0
+        self._order = self._permutation()
+
+    def _permutation(self) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
+        return torch.randperm(self.size, generator=gen)
+
+    def next_batch(self) -> torch.Tensor:
+        """(batch_size,) int64 indices."""
+        if self.position + self.batch_size > self.size:
+            self.epoch, self.position = self.epoch + 1, 0
+            self._order = self._permutation()
+        out = self._order[self.position:self.position + self.batch_size]
+        self.position += self.batch_size
+        return out
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        self._order = self._permutation()
