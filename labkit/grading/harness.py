@@ -481,3 +481,22 @@ def lab09_checkpoint(module, cases: list):
             module.checkpointed_forward(list(layers), x, case["segment"]).sum().backward()
         out.append({"grads": grads, "peak": tracker.peak_activation_bytes, "flops": counter.get_total_flops()})
     return out
+
+
+# ------------------------------------------------------------------ Lab 12: crashes and resumes
+def lab12_atomic_save(module, cases: list):
+    """``module.atomic_save`` killed at each case's crash point (`labkit.checkpoint.experiments.
+    crash_test`); cases are (old contents as hex or None, new contents as hex, crash point). Per
+    case: what was found at the path, the child's exit, whether it wrote in place."""
+    from labkit.checkpoint.experiments import crash_test
+
+    unhex = lambda h: None if h is None else bytes.fromhex(h)   # noqa: E731 - bytes do not cross the codec
+    return crash_test(module.atomic_save, [(unhex(old), unhex(new), point) for old, new, point in cases])
+
+
+def lab12_resume(module, steps: int = 8, stop: int = 4):
+    """Train whole, and as two processes handing over through ``module.resume_state``
+    (`labkit.checkpoint.experiments.resume_experiment`); both runs' parameters."""
+    from labkit.checkpoint.experiments import resume_experiment
+
+    return resume_experiment(module.resume_state, steps, stop)
