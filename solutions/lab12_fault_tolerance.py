@@ -9,6 +9,15 @@ import torch
 
 
 def atomic_save(data, path):
+    """Write the bytes ``data`` to the file ``path`` so that a crash at any moment — before,
+    during or after the write — leaves at ``path`` either its old contents (or no file, if there
+    was none) or exactly ``data``, never a part of it.
+
+    Write to a new temporary file in the same folder (a rename works only within one file
+    system), flush it and os.fsync it, then os.replace it onto ``path`` (atomic), and finally
+    fsync the folder (open it with os.open(folder, os.O_RDONLY)) so the rename is durable.
+    Never open ``path`` itself for writing. Returns None.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".atomic-", suffix=".tmp")
     try:
@@ -29,6 +38,18 @@ def atomic_save(data, path):
 
 
 def resume_state(sampler, state=None):
+    """Capture (``state is None``) or restore (given a state) what an exact resume needs besides
+    the weights, the optimizer and the learning-rate schedule.
+
+    sampler: the run's data sampler, with ``sampler.state_dict()`` -> dict and
+        ``sampler.load_state_dict(d)`` (its epoch and position in the shuffled data).
+    Capture: return a dict holding the sampler's state and the state of every random-number
+    generator the training uses: Python's ``random`` (random.getstate()), NumPy's global one
+    (np.random.get_state()), torch's CPU generator (torch.get_rng_state()) and, when
+    torch.cuda.is_available(), every CUDA device's (torch.cuda.get_rng_state_all()). The dict is
+    saved with torch.save and loaded back in a fresh process.
+    Restore (``state`` given): put every generator and the sampler back as captured; return None.
+    """
     if state is None:
         out = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
                "sampler": sampler.state_dict()}
@@ -45,10 +66,26 @@ def resume_state(sampler, state=None):
 
 
 def young_interval(checkpoint_s, mtbf_s):
+    """Young's optimal checkpoint interval (seconds of work between checkpoints), to first order:
+    minimise the wasted fraction C/τ + τ/(2M) — checkpoints, plus on average half an interval lost
+    per failure — over τ. checkpoint_s: C, seconds one checkpoint takes; mtbf_s: M, the mean time
+    between failures of the whole job (seconds). Returns a float."""
     return math.sqrt(2 * checkpoint_s * mtbf_s)
 
 
 def simulate_wall_time(work_s, interval_s, checkpoint_s, restart_s, mtbf_s, runs, seed):
+    """Monte Carlo estimate of a job's expected wall time (seconds); returns (mean, standard error).
+
+    The job needs ``work_s`` seconds of work, done in segments of ``interval_s`` seconds of work
+    (the last one holds what is left) each followed by a checkpoint of ``checkpoint_s`` seconds.
+    Failures arrive as a Poisson process in wall time with mean gap ``mtbf_s``: after each attempt
+    starts, draw the time to the next failure from an exponential distribution (mean mtbf_s). An
+    attempt at a segment (work plus its checkpoint) that a failure interrupts is lost entirely and
+    is followed by a restart of ``restart_s`` seconds — which a failure can interrupt too (then the
+    restart starts over) — and then the segment is tried again. Simulate ``runs`` jobs with
+    ``np.random.default_rng(seed)``; return (the mean wall time, its standard error: sample
+    standard deviation (ddof=1) / sqrt(runs)).
+    """
     rng = np.random.default_rng(seed)
     n = math.ceil(work_s / interval_s)
     segments = [interval_s] * (n - 1) + [work_s - (n - 1) * interval_s]
@@ -74,6 +111,15 @@ def simulate_wall_time(work_s, interval_s, checkpoint_s, restart_s, mtbf_s, runs
 
 
 def abft_locate(full, tol):
+    """The one corrupted element of an ABFT product, from its checksums.
+
+    full: (m+1, n+1) float64 tensor, [[C, C·e], [eᵀ·C, eᵀ·C·e]]: the product C = A·B with a column
+    of row sums and a row of column sums (computed alongside C), after at most one element of C
+    (not of the checksums) was changed. tol: rounding allowance (a float).
+    Row i (i < m) disagrees if |sum of full[i, :n] − full[i, n]| > tol; column j (j < n) disagrees
+    if |sum of full[:m, j] − full[m, j]| > tol. Return (i, j) as ints when exactly one row and one
+    column disagree — that element is the wrong one — and None when none disagrees.
+    """
     rows = full[:-1, :-1].sum(1) - full[:-1, -1]               # (m,)
     cols = full[:-1, :-1].sum(0) - full[-1, :-1]               # (n,)
     bad_rows = (rows.abs() > tol).nonzero().flatten().tolist()
