@@ -6,8 +6,12 @@
     failures.py      a rank killed mid-run, a supervisor that restarts from the last checkpoint
     elastic.py       the same training under torchrun (--max-restarts), and on fewer ranks
     distributed.py   sharded checkpoints of FSDP with PyTorch's DCP: save on N ranks, load on M
+    dcp_measure.py   bytes per rank, disk baseline, save/load bandwidth, async_save's hidden fraction
+    experiments.py   a save killed on cue; a run handed over to a fresh process (pictures, grader)
+    lab.py           the notebook's one-liners and check-your-work pictures
     interval.py      Young/Daly checkpoint intervals and a Monte Carlo job simulator
-    abft.py          algorithm-based fault tolerance for matmul (Huang–Abraham checksums)
-    voting.py        replication with majority voting: TMR is 3R² − 2R³
-    domino.py        coordinated vs independent checkpoints: the domino effect
+    abft.py          algorithm-based fault tolerance for matmul (Huang–Abraham checksums):
+                     locate and correct one error; FLOP overhead (2n+1)/n²
+    voting.py        replication with majority voting: TMR is 3R² − 2R³, not 1 − (1 − R)^N
+    domino.py        coordinated vs independent checkpoints: recovery lines, the domino effect
 """

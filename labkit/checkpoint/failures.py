@@ -19,7 +19,6 @@ N·b to (N − 1)·b, and the learning rate is scaled by (N − 1)/N (the linear
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 
 from labkit.checkpoint.resume import RunConfig, train
@@ -45,17 +44,16 @@ def supervise(world: int, run: RunConfig, steps: int, folder, kill: tuple | None
     check_int("supervise", "max_restarts", max_restarts, minimum=0)
     log = []
     for attempt in range(max_restarts + 1):
-        t0 = time.monotonic()
         try:
             results = launch(train, world, run, steps, folder, True, None, kill if attempt == 0 else None,
                              backend="gloo", timeout=timeout, quiet=True)
         except RankError as e:
             if e.exc_type != "RankDied":
                 raise
-            log.append(f"attempt {attempt + 1}: rank {e.rank} died ({time.monotonic() - t0:.1f} s); restarting")
+            log.append(f"attempt {attempt + 1}: rank {e.rank} died; restarting")
             continue
         log.append(f"attempt {attempt + 1}: resumed from step {results[0]['resumed_from']}, finished step "
-                   f"{results[0]['step']} ({time.monotonic() - t0:.1f} s)")
+                   f"{results[0]['step']}")
         return Supervised(results[0], attempt + 1, tuple(log))
     raise RuntimeError(f"supervise: the run failed {max_restarts + 1} times; giving up ({log[-1]})")
 

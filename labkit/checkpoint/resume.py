@@ -149,8 +149,8 @@ def agreed_step(manager: CheckpointManager) -> int:
         dist.all_reduce(newest, op=dist.ReduceOp.MIN)
     step = int(newest)
     if step and step not in good:
-        raise RuntimeError(f"train: rank {dist.get_rank()} has no good checkpoint of step {step}, which every "
-                           f"other rank has (its good steps: {good}); keep more checkpoints")
+        raise RuntimeError(f"train: rank {dist.get_rank()} has no good checkpoint of step {step}, "
+                           f"which every other rank has (its good steps: {good}); keep more")
     return step
 
 

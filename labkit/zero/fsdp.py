@@ -254,6 +254,73 @@ class FSDP(nn.Module):
         """Σ Ψ'_g over the sharded groups: this rank holds padded_numel / N of those elements."""
         return sum(g.layout.padded for u in self.units for g in u.groups if g.sharded)
 
+    # ------------------------------------------------------------------ sharded checkpoints (Lab 12)
+    # A sharded group's flat (Ψ_g,) vector, cut into N shards of ⌈Ψ_g/N⌉ with the padding at the
+    # end, is exactly a DTensor with placement Shard(0) on a 1-D mesh: without its padding, rank
+    # r's shard is torch.chunk's r-th piece of the (Ψ_g,) vector (shorter, or empty, on the last
+    # ranks). torch.distributed.checkpoint (DCP) saves such DTensors from N ranks and loads them
+    # on M: see labkit.checkpoint.distributed.
+    @staticmethod
+    def group_key(group: Group) -> str:
+        """The group's name in a checkpoint, the same on any number of ranks:
+        "<unit or root>/<sharded|whole>/<trainable|frozen>"."""
+        return "/".join((group.unit or "root", "sharded" if group.sharded else "whole",
+                         "trainable" if group.master.requires_grad else "frozen"))
+
+    def named_groups(self) -> list[tuple[str, Group]]:
+        """[(group_key, group)] in the order the units hold them."""
+        return [(self.group_key(g), g) for u in self.units for g in u.groups]
+
+    def checkpoint_mesh(self):
+        """The 1-D DeviceMesh of all N ranks (built on first use) that the DTensors live on."""
+        mesh = getattr(self, "_checkpoint_mesh", None)
+        if mesh is None:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            mesh = init_device_mesh(self.flat_params[0].device.type, (self.world,))
+            self._checkpoint_mesh = mesh
+        return mesh
+
+    def as_dtensor(self, group: Group, local: torch.Tensor) -> torch.Tensor:
+        """A view (no copy) of a master-shaped tensor as checkpoint state. Sharded group: ``local``
+        is this rank's (Ψ'_g/N,) shard; returned as a DTensor of global shape (Ψ_g,), placement
+        Shard(0), whose local piece is the shard without its padding. Whole group: ``local``
+        itself, a plain (Ψ_g,) tensor (the same on every rank)."""
+        from torch.distributed.tensor import DTensor, Shard
+
+        if local.shape != group.master.shape:
+            raise ValueError(f"FSDP.as_dtensor: expected shape {tuple(group.master.shape)} for group "
+                             f"{self.group_key(group)!r}, got {tuple(local.shape)}")
+        local = local.detach()
+        if not group.sharded:
+            return local
+        psi, s = group.layout.numel, group.layout.shard_numel
+        keep = min(s, max(0, psi - self.rank * s))              # torch.chunk's r-th piece: elements
+        return DTensor.from_local(local[:keep], self.checkpoint_mesh(), [Shard(0)], run_check=False,
+                                  shape=(psi,), stride=(1,))
+
+    def sharded_state_dict(self) -> dict[str, torch.Tensor]:
+        """{group_key: DTensor (sharded groups) or tensor (whole groups)}: views of this rank's
+        masters, ready for ``torch.distributed.checkpoint.save`` or ``load`` (which writes in place)."""
+        return {key: self.as_dtensor(g, g.master) for key, g in self.named_groups()}
+
+    @torch.no_grad()
+    def load_sharded_state_dict(self, state_dict: dict) -> None:
+        """Copy loaded pieces (as `sharded_state_dict` returns them) into this rank's masters; the
+        padding is set to zero. Every group must be present, with its global shape."""
+        for key, g in self.named_groups():
+            if key not in state_dict:
+                raise KeyError(f"FSDP.load_sharded_state_dict: no entry for group {key!r}")
+            src = state_dict[key]
+            src = src.to_local() if hasattr(src, "to_local") else src
+            dst = self.as_dtensor(g, g.master)
+            dst = dst.to_local() if hasattr(dst, "to_local") else dst
+            if src.shape != dst.shape:
+                raise ValueError(f"FSDP.load_sharded_state_dict: group {key!r} has local shape "
+                                 f"{tuple(src.shape)}, this rank holds {tuple(dst.shape)}")
+            dst.copy_(src)
+            g.master.detach()[dst.numel():].zero_()
+
 
 def _in_module_list(model: nn.Module) -> Callable[[str, nn.Module], bool]:
     """The default units: every element of an nn.ModuleList (a transformer's blocks)."""

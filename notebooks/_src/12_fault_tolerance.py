@@ -1,0 +1,368 @@
+# Source of notebooks/12_fault_tolerance.ipynb, in jupytext's percent format; build: make notebooks
+
+# %% [markdown]
+# # Lab 12 — Fault tolerance: checkpoints that resume exactly, and failures survived
+#
+# A training run on thousands of devices fails — a GPU falls off the bus, a node reboots, a link
+# flaps — every few hours. It survives by saving its state regularly and starting again from the
+# last save. This lab builds that from the bottom: a checkpoint file that no crash can damage, a
+# resume that repeats the uninterrupted run bit for bit, a supervisor that restarts a job when a
+# rank dies (and PyTorch's torchrun doing the same), sharded checkpoints that load on a different
+# number of ranks, and the arithmetic of how often to save. Then fault tolerance without
+# checkpoints: checksums inside a matrix product, and voting.
+#
+# **You will be able to**
+# 1. compute a cluster's mean time between failures from its devices', and the checkpoint interval
+#    that wastes least (Young, Daly) — and check it against a simulation;
+# 2. write a checkpoint atomically, and detect one that is damaged;
+# 3. list every state a bit-identical resume needs, and show what breaks without each;
+# 4. survive a killed rank with a restart from the last checkpoint — your own supervisor, and
+#    torchrun — and keep going on fewer ranks;
+# 5. save a sharded model from N ranks and load it on M;
+# 6. correct an error inside a matmul from its checksums, and compute the reliability of voting.
+#
+# Whenever you see **Predict first**, write your guess down before running the next cell.
+
+# %%
+import torch
+
+import labkit
+from labkit.checkpoint import abft, dcp_measure, domino, interval, io, lab, voting
+from labkit.grading.check import check_your_work
+from labkit.show import show
+from labkit.viz import checkpoint as V
+
+print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
+
+# %% [markdown]
+# ## 1. How often things fail
+#
+# If each of N devices fails independently, on average once every M_dev seconds, the first failure
+# among them comes N times as often: the job's mean time between failures is M = M_dev / N.
+#
+# **Predict first:** 10 000 GPUs, each failing once in five years. How long does the job run, on
+# average, between failures?
+
+# %%
+M = interval.system_mtbf(5 * 365 * 86400, 10_000)
+print(f"system MTBF: {M:.0f} s = {M / 3600:.2f} h")
+
+# %% [markdown]
+# Under four and a half hours. A month-long run will fail over a hundred times: whatever is not
+# saved is lost each time.
+#
+# ## 2. A checkpoint file that no crash can damage
+#
+# A checkpoint is a file like any other, and a crash can strike while it is being written.
+# **A common mistake** writes it in place — open the checkpoint's name and write. A crash half way
+# leaves a torn file *and no good checkpoint at all*. The safe way: write a temporary file in the
+# same folder, flush and `fsync` it, `os.replace` it onto the name (a rename is atomic), then
+# `fsync` the folder so the rename itself survives a power cut.
+#
+# Here both ways are killed at four moments (the child process that saves is killed on cue):
+#
+# **Predict first:** for each, what is left at the checkpoint's name?
+
+# %%
+print(lab.crash_table())
+
+# %% [markdown]
+# In place: a torn file when killed mid-write. Temp + rename: the old checkpoint, whole, every time
+# (or the new one, once the rename has happened). labkit's checkpoint file adds a header with the
+# payload's length and SHA-256, so a file damaged later — a flipped bit, a truncated copy — is
+# refused with one line instead of loading garbage, and `CheckpointManager` falls back to the
+# previous one:
+
+# %%
+import tempfile
+
+folder = tempfile.mkdtemp()
+model, opt = torch.nn.Linear(4, 2), None
+manager = io.CheckpointManager(folder, keep=2)
+for step in (10, 20):
+    manager.save(step, model=model)
+newest = manager.paths()[0]
+newest.write_bytes(newest.read_bytes()[:-1] + b"\x00")          # one byte damaged
+try:
+    io.load(newest, model=model)
+except io.CheckpointError as e:
+    print("refused:", e)
+step, _, path = manager.load_latest(model=model)
+print(f"fell back to step {step} ({path.name})")
+
+# %% [markdown]
+# ### Exercise 1: `atomic_save`
+#
+# In `exercises/lab12_fault_tolerance.py`, write `atomic_save(data, path)`. The cell kills yours at
+# the four moments, next to the in-place write.
+
+# %%
+check_your_work("lab12_fault_tolerance", "atomic_save", picture=lab.picture("atomic_save"))
+
+# %% [markdown]
+# ## 3. A resume that repeats the run bit for bit
+#
+# The weights and the optimizer's state are not enough. A training step also depends on:
+#
+# * the **random generators** — dropout draws from torch's (and on a GPU from each device's own),
+#   data augmentation often from Python's `random` or NumPy's;
+# * the **data order** — which epoch, which shuffle, how far into it;
+# * the **learning-rate schedule** — how far along the warm-up or decay.
+#
+# Our training (`labkit.checkpoint.resume.train`) uses all of them: dropout, a random crop of each
+# batch (Python), random token noise (NumPy), a shuffled sampler, a warm-up schedule. It saves them
+# all, and can be told to leave one out on resume.
+#
+# **Predict first:** stopped after step 3 and resumed in a fresh process, on 1 and on 2 ranks, is
+# the result equal to the uninterrupted run's? And with each state left out, from which step do
+# the runs differ?
+
+# %%
+print(lab.resume_table(worlds=(1, 2), steps=6, stop=3))
+
+# %% [markdown]
+# Bit-identical with everything saved; leaving out any generator or the data position changes the
+# very next step's loss. The schedule shows up later: the optimizer's own state holds the current
+# learning rate, so step 4 still uses the right one; the restarted schedule sets step 5's, and a
+# changed update shows in the loss one step after. (**A common mistake** says checkpointing
+# dropout layers cannot be exact: it can, once the generators are saved.)
+#
+# ### Exercise 2: `resume_state`
+#
+# Write `resume_state(sampler, state=None)`: capture every generator and the sampler's position,
+# and restore them. The cell hands a training run over to a fresh process through your function.
+# The grader checks CUDA's generators too: on a CPU machine it plays them with a stand-in.
+
+# %%
+check_your_work("lab12_fault_tolerance", "resume_state", picture=lab.picture("resume_state"))
+
+# %% [markdown]
+# ## 4. A rank dies; the job goes on
+#
+# A live demonstration: 4 ranks train data-parallel and checkpoint every 2 steps. Rank 2 is killed
+# with SIGKILL after step 5, as a crashed node would be. The launcher notices the dead rank and
+# stops the others; our supervisor (`labkit.checkpoint.failures.supervise`) launches again, and
+# every rank resumes.
+#
+# One subtlety: a rank killed just before its checkpoint has one checkpoint fewer than the others.
+# If each rank resumed from its own newest, the ranks would start at different steps and the first
+# all-reduce would hang. So the ranks first agree, with an all-reduce (MIN), on the newest step
+# *all* of them have — a coordinated recovery line (section 8 shows what happens without one).
+
+# %%
+show(labkit.checkpoint.resume.agreed_step)
+run = lab.failure_demo(world=4, steps=8, kill=(2, 5))
+
+# %% [markdown]
+# Step 5 was done twice; nothing else was lost, and the result is the uninterrupted run's
+# to the last bit.
+#
+# **torchrun** — PyTorch's launcher for real clusters — does the supervising itself: with
+# `--max-restarts`, when a worker dies it stops the others and starts them all again. Our training
+# script needs nothing new: every attempt resumes from the newest checkpoint. The command:
+
+# %%
+cmd = lab.torchrun_command(2, 4, "ckpt", "final.pt", (1, 3))
+print("torchrun", " ".join(cmd[1:6]), "\\")
+print("   ", " ".join(cmd[6:]))
+final = lab.torchrun_demo(world=2, steps=4, fail=(1, 3))
+
+# %% [markdown]
+# Sometimes no replacement comes. **Graceful degradation** goes on with the ranks that are left:
+# each keeps its slice of the batch, so the global batch shrinks from N·b to (N − 1)·b, and the
+# learning rate is scaled by (N − 1)/N (the linear scaling rule of Lab 06). The loss curve goes on,
+# differently from the uninterrupted run's but smoothly:
+
+# %%
+print(lab.fewer_table(world=4, steps=8, kill=(3, 3)))
+
+# %% [markdown]
+# ## 5. Sharded checkpoints: save on N ranks, load on M
+#
+# A ZeRO-3/FSDP model (Lab 10) has no rank that holds it whole. Each rank writes its own shards
+# with PyTorch's distributed checkpoint (DCP), together with a metadata file saying which piece of
+# which tensor is where; on loading, each rank reads the pieces it now needs — on any number of
+# ranks. Our FSDP's shards become DTensors for this (a flat group's shard on rank r is
+# `torch.chunk`'s r-th piece of the group), so PyTorch's planner does the resharding.
+#
+# **Predict first:** saved on 3 ranks, loaded on 1, 2 and 4 and trained two more steps: how far
+# from the run that never stopped?
+
+# %%
+print(dcp_measure.reshard_table(saved_on=3, load_on=(1, 2, 4)))
+
+# %% [markdown]
+# Rounding only. Rank 0's file is larger: it also holds what every rank has (the whole 1-D
+# groups, step counters, the layout). `async_save` copies the state and writes it in the
+# background while training goes on; the loop waits only for the copy. Bandwidths next to this
+# disk's own, measured in the same run (they vary from run to run):
+
+# %% tags=["nbval-ignore-output"]
+print(dcp_measure.dcp_table())
+
+# %% [markdown]
+# ## 6. How often to checkpoint
+#
+# Each checkpoint costs C seconds; each failure loses, on average, half an interval τ of work. The
+# wasted fraction is about C/τ + τ/(2M), smallest at **Young's interval** τ = √(2CM). Daly (2006)
+# kept the exact cost of a job in which failures strike during work, checkpoints and restarts
+# alike, and found a higher-order formula; the exact optimum solves a short equation.
+#
+# **Predict first:** for the 10 000-GPU job with C = 60 s, about how many minutes between
+# checkpoints? And when C = 5 min but M = 15 min, how far apart are Young's and Daly's answers?
+
+# %%
+print(interval.optimum_table())
+
+# %% [markdown]
+# For the big job Young, Daly and the simulation's best agree to within seconds; when checkpoints
+# are expensive next to the MTBF, Young's first-order answer is visibly off (and costs a few per
+# cent of wall time). The simulation — failures as a Poisson process in wall time — and the closed
+# form agree within their standard error (`tests/test_checkpoint_interval.py` asserts it).
+#
+# A day-long job, drawn: useful work, checkpoints, lost work and restarts; move the interval and the
+# MTBF and watch the waste.
+
+# %%
+V.job_timeline_widget()
+
+# %% [markdown]
+# ### Exercises 3 and 4: `young_interval`, `simulate_wall_time`
+
+# %%
+check_your_work("lab12_fault_tolerance", "young_interval", picture=lab.picture("young_interval"))
+
+# %%
+check_your_work("lab12_fault_tolerance", "simulate_wall_time", picture=lab.picture("simulate_wall_time"))
+
+# %% [markdown]
+# ## 7. Without checkpoints: checksums and votes
+#
+# **Algorithm-based fault tolerance** (Huang and Abraham, 1984) protects a computation by its own
+# arithmetic. Append to A a row of its column sums and to B a column of its row sums; the product
+# then carries a row and a column of checksums of C = A·B. One wrong element makes exactly one row
+# checksum and one column checksum disagree: their crossing locates it, and the row checksum gives
+# back its right value.
+
+# %%
+gen = torch.Generator().manual_seed(0)
+p = abft.abft_matmul(torch.randn(5, 4, generator=gen, dtype=torch.float64),
+                     torch.randn(4, 6, generator=gen, dtype=torch.float64))
+bad = abft.inject(p, 3, 2, 7.5)
+print("corrupted element found at", abft.detect(bad), "| corrected exactly:",
+      torch.allclose(abft.correct(bad), p.C, rtol=0, atol=1e-12))
+print(abft.flops_table())
+
+# %% [markdown]
+# The extra work is one row and one column of a matmul: (2n+1)/n² of it, under 1 % from n = 256.
+#
+# ### Exercise 5: `abft_locate`
+
+# %%
+check_your_work("lab12_fault_tolerance", "abft_locate", picture=lab.picture("abft_locate"))
+
+# %% [markdown]
+# **Replication with voting**: run three copies and take the majority (triple modular redundancy,
+# TMR). With a perfect voter it works when at least two of three do: R_TMR = 3R² − 2R³. **A common
+# mistake** quotes 1 − (1 − R)^N — that is *parallel* redundancy, where any one working copy is
+# enough because a failed one is known to have failed; a vote has to out-number wrong answers.
+#
+# **Predict first:** for which R does TMR beat a single unit?
+
+# %%
+print(voting.voting_table())
+
+# %% [markdown]
+# TMR helps only when R > 1/2 — exactly at 1/2 the curves cross — and the parallel formula
+# overstates it everywhere.
+#
+# ## 8. Coordinated checkpoints, and the domino effect
+#
+# In a program of message-passing processes that checkpoint each on its own schedule, a rollback
+# can *orphan* a message: its receiver remembers receiving it, but its sender, rolled back, has not
+# sent it yet. Then the receiver must roll back too, which can orphan another message, and so on —
+# the **domino effect** (Randell, 1975), sometimes all the way to the start. Checkpoints taken
+# together (after a barrier, or by the Chandy–Lamport snapshot) are always consistent, which is why
+# training jobs checkpoint every rank at the same step.
+
+# %%
+print(domino.domino_table())
+
+# %% [markdown]
+# With few messages, independent checkpoints lose *less* (each process rolls back only to its own
+# newest); with many, rollbacks cascade — to the very start in a fifth of the runs — while
+# coordinated checkpoints never lose more than one period.
+#
+# ## 9. Worked problems
+#
+# Try each before opening the answer.
+#
+# **Problem 1.** 16 384 GPUs, each with an MTBF of 3 years. Checkpoints take 2 minutes. What is
+# Young's interval?
+#
+# <details><summary>Answer</summary>
+#
+# M = 3·365·86 400 / 16 384 ≈ 5 775 s (1.6 h); τ = √(2·120·5 775) ≈ **1 177 s ≈ 19.6 min**.
+#
+# </details>
+#
+# **Problem 2.** With that interval, roughly what fraction of the run is wasted (first order)?
+#
+# <details><summary>Answer</summary>
+#
+# C/τ + τ/(2M) = 120/1 177 + 1 177/11 550 ≈ 0.102 + 0.102 = **20 %** — both terms equal at the
+# optimum, √(2C/M).
+#
+# </details>
+#
+# **Problem 3.** A unit works with probability 0.95 over a mission. TMR with a perfect voter?
+#
+# <details><summary>Answer</summary>
+#
+# 3·0.95² − 2·0.95³ = **0.99275**.
+#
+# </details>
+#
+# **Problem 4.** A checkpoint is written every 500 steps; a rank dies at step 1 740 just after its
+# step but before any save. From which step does the job resume, and how many steps are redone?
+#
+# <details><summary>Answer</summary>
+#
+# From step **1 500**; steps 1 501–1 740, **240** steps, are done again.
+#
+# </details>
+
+# %%
+# The answers above, computed (the tests check the same numbers).
+M16 = interval.system_mtbf(3 * 365 * 86400, 16384)
+tau = interval.young_interval(120, M16)
+print(round(M16), round(tau), round(interval.first_order_waste(tau, 120, M16), 3),
+      round(voting.tmr_reliability(0.95), 5))
+
+# %% [markdown]
+# ## Further reading
+#
+# * J. W. Young, *A first order approximation to the optimum checkpoint interval*, CACM 1974;
+#   J. T. Daly, *A higher order estimate of the optimum checkpoint interval for restart dumps*,
+#   FGCS 2006.
+# * K.-H. Huang and J. A. Abraham, *Algorithm-Based Fault Tolerance for Matrix Operations*, IEEE
+#   Transactions on Computers, 1984.
+# * B. Randell, *System structure for software fault tolerance*, 1975 (the domino effect);
+#   K. M. Chandy and L. Lamport, *Distributed Snapshots*, 1985.
+# * PyTorch: *torchrun (Elastic Launch)*; *Distributed Checkpoint (DCP)* and its `async_save`.
+#
+# ## Summary
+#
+# * A job on N devices fails N times as often as one device. Checkpoint every √(2CM) or so (Daly's
+#   formula when C is not small next to M); the waste is then about √(2C/M).
+# * Write checkpoints to a temporary file, fsync, rename: a crash leaves the old one whole. Add a
+#   checksum so damage is refused, and keep more than one.
+# * A bit-identical resume needs every random generator, the data position and the schedule, not
+#   just the weights; ranks must agree on one step to resume from.
+# * A supervisor — ours, or torchrun with `--max-restarts` — turns a dead rank into a few redone
+#   steps. Sharded checkpoints (DCP) load on any number of ranks.
+# * ABFT corrects a matmul's errors for (2n+1)/n² extra work; voting needs R > 1/2 to help.
+#
+# **Exercises** (in `exercises/lab12_fault_tolerance.py`): `atomic_save`, `resume_state`,
+# `young_interval`, `simulate_wall_time`, `abft_locate`; each has a "check your work" cell above.
+# Grade them with `python -m labkit.grade --lab 12` (or `make grade LAB=12`).
