@@ -51,7 +51,9 @@ def checkout_state() -> dict:
     return state
 
 
-def workers_alive() -> list[str]:
+def workers_alive(tag: str) -> list[str]:
+    """Worker processes of the grading run labelled ``tag`` still alive (other tests may be grading
+    at the same time: their workers carry other labels)."""
     found = []
     for pid in os.listdir("/proc"):
         try:
@@ -59,7 +61,7 @@ def workers_alive() -> list[str]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "labkit.grading.worker" in cmd:
+        if "labkit.grading.worker" in cmd and f"tag={tag}" in cmd.split():
             found.append(f"{pid}: {cmd[:120]}")
     return found
 
@@ -81,12 +83,16 @@ def grade(case: Path, tmp_path: Path, sandbox: str) -> tuple[dict, dict, str]:
         cmd += ["--exercise-timeout", spec["timeout"]]
     if "memory" in spec:
         cmd += ["--memory-mb", spec["memory"]]
-    env = dict(os.environ, LABKIT_SANDBOX=sandbox)
+    env = dict(os.environ, LABKIT_SANDBOX=sandbox, LABKIT_GRADING_TAG=tag_of(tmp_path))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode == 3 and same_user_without_sandbox(sandbox):
         return spec, {"void": proc.stderr}, proc.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return spec, json.loads(results.read_text()), proc.stdout
+
+
+def tag_of(tmp_path: Path) -> str:
+    return tmp_path.name
 
 
 def same_user_without_sandbox(sandbox: str) -> bool:
@@ -119,9 +125,9 @@ def run_case(case: Path, tmp_path: Path, sandbox: str) -> None:
         time.sleep(float(spec.get("linger", 0)))
         assert (tmp_path / "results.json").read_text() == first, "the results file changed after grading"
         deadline = time.monotonic() + 5
-        while workers_alive() and time.monotonic() < deadline:
+        while workers_alive(tag_of(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not workers_alive(), workers_alive()
+        assert not workers_alive(tag_of(tmp_path)), workers_alive(tag_of(tmp_path))
     finally:
         for leftover in ("tests/graded/conftest.py", "conftest.py"):
             if leftover not in before and (ROOT / leftover).exists():

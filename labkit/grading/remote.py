@@ -32,6 +32,7 @@ from labkit.grading.sandbox import Sandbox, kill_tree, reap_orphans
 from labkit.proctree import tree_rss
 
 MAX_REPLY = 256 << 20        # bytes of one reply
+TAG_ENV = "LABKIT_GRADING_TAG"   # labels this grading run's workers (their argv), e.g. for leftover checks
 MAX_OUTPUT = 8 << 10         # characters of worker output kept (the tail) for messages
 _POLL_S = 0.05
 
@@ -74,6 +75,8 @@ class Worker:
         r, w = os.pipe()
         env = _worker_env(self.home if sandbox.kind == "none" else Path("/tmp"))
         argv = [sys.executable, "-I", "-B", "-m", "labkit.grading.worker", str(w)]
+        if os.environ.get(TAG_ENV):      # a label on the command line, so whoever graded can find its workers
+            argv.append(f"tag={os.environ[TAG_ENV]}")
         try:
             self.proc = sandbox.start(argv, submission_dir, env, pass_fds=(w,))
         finally:
