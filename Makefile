@@ -43,8 +43,9 @@ course: setup
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/00_welcome.ipynb
 
 # Unit, distributed, grading and notebook (nbval) tests. Solutions are graded by default.
+# Two pytest workers, a file each at a time (a notebook's cells share one kernel, so a file stays whole).
 test: setup
-	$(PY) -m pytest -ra --durations=15 --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg \
+	$(PY) -m pytest -n 2 --dist loadfile -ra --durations=15 --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg \
 		--nbval-current-env tests notebooks
 
 # The GPU tier (on a machine with a CUDA GPU): compiled kernels, NCCL, notebooks end to end, and the
