@@ -131,6 +131,8 @@ class Sandbox:
     def _bwrap_argv(self, submission_dir: Path, uses_cuda: bool) -> list[str]:
         argv = [bwrap_path(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
                 "--ro-bind", str(submission_dir), MOUNT]
+        for path in _under_tmp(REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix)):
+            argv += ["--ro-bind", str(path), str(path)]   # a checkout or venv in /tmp stays visible
         solutions = REPO_ROOT / "solutions"
         if solutions.is_dir():
             argv += ["--tmpfs", str(solutions)]
@@ -146,6 +148,13 @@ class Sandbox:
     def needs_world_readable(self) -> bool:
         """True when workers run as another user and must be able to read the snapshot."""
         return self.runs_as_nobody()
+
+
+def _under_tmp(*paths: Path) -> list[Path]:
+    """Those of ``paths`` (resolved, without repeats or nesting) inside /tmp, which the sandbox
+    replaces by an empty tmpfs: they are bound back read-only."""
+    inside = sorted({p.resolve() for p in paths if p.resolve().is_relative_to("/tmp")})
+    return [p for p in inside if not any(p != q and p.is_relative_to(q) for q in inside)]
 
 
 def _reachable_by_others(path: Path) -> bool:
