@@ -9,6 +9,11 @@ whole tensor the collective is about (the all-reduced tensor; the gathered outpu
 all-gather; the input of a reduce-scatter), and ``bytes_sent`` is what one rank sends in a ring
 (Lab 05's α–β model): all-reduce 2(p−1)/p·S, all-gather and reduce-scatter (p−1)/p·S for S bytes.
 Tensor parallelism (Lab 07) and ZeRO/FSDP (Lab 10) both record through here.
+
+A collective inside a sub-group (3D parallelism, Lab 11) passes ``group=``: p is that group's size
+and ``ranks`` names its members (global ranks), so a count can be split by dimension (tensor,
+data, pipeline). A point-to-point send (a pipeline stage handing its activation on) is recorded
+with ``record_send``: op "send", ``bytes_sent`` = the tensor's bytes, ``ranks`` = (source, dest).
 """
 from __future__ import annotations
 
@@ -21,19 +26,21 @@ import torch.distributed as dist
 from labkit.collectives.alpha_beta import coefficients
 
 _RECORDS: list[list] = []
-OPS = ("all_reduce", "all_gather", "reduce_scatter")
+OPS = ("all_reduce", "all_gather", "reduce_scatter")   # collectives; "send" is point-to-point
 
 
 @dataclass(frozen=True)
 class Collective:
-    """One recorded collective: ``op`` (all_reduce, all_gather, reduce_scatter), ``phase``
+    """One recorded collective: ``op`` (all_reduce, all_gather, reduce_scatter, or send), ``phase``
     (e.g. "forward", "backward", "step"), ``numel`` elements of the full tensor, ``bytes_sent`` by
-    one rank."""
+    one rank; ``ranks``: the global ranks of its group ((source, destination) for a send; empty
+    when nobody asked)."""
 
     op: str
     phase: str
     numel: int
     bytes_sent: float
+    ranks: tuple[int, ...] = ()
 
 
 @contextlib.contextmanager
@@ -47,11 +54,26 @@ def count_collectives():
         _RECORDS.remove(records)
 
 
-def record_collective(op: str, phase: str, full: torch.Tensor) -> None:
-    """Note one collective of the whole tensor ``full`` (module docstring) in every open count."""
+def record_collective(op: str, phase: str, full: torch.Tensor, group=None) -> None:
+    """Note one collective of the whole tensor ``full`` (module docstring) in every open count;
+    ``group``: the process group it runs in (None: the default group)."""
     if op not in OPS:
         raise ValueError(f"record_collective: op must be one of {', '.join(OPS)}, got {op!r}")
-    p = dist.get_world_size()
+    if not _RECORDS:
+        return
+    p = dist.get_world_size(group)
     sent = coefficients("ring_" + op, p, full.numel() * full.element_size())[1]
+    ranks = tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))
     for records in _RECORDS:
-        records.append(Collective(op, phase, full.numel(), sent))
+        records.append(Collective(op, phase, full.numel(), sent, ranks))
+
+
+def record_send(phase: str, tensor: torch.Tensor, dst: int) -> None:
+    """Note a point-to-point send of ``tensor`` from this rank to global rank ``dst``: one rank
+    sends all of its bytes (numel · itemsize)."""
+    if not _RECORDS:
+        return
+    rec = Collective("send", phase, tensor.numel(), float(tensor.numel() * tensor.element_size()),
+                     (dist.get_rank(), dst))
+    for records in _RECORDS:
+        records.append(rec)

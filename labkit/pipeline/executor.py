@@ -18,6 +18,12 @@ schedule that passes ``check_schedule`` cannot deadlock. Every action's start
 and end are recorded with ``time.perf_counter`` (CLOCK_MONOTONIC: one clock for
 all processes of the machine).
 
+Inside a bigger job (3D parallelism, Lab 11) the pipeline is a sub-group: pass ``group=`` and
+stage s lives on that group's rank s % group_size, whose global rank
+``dist.get_global_rank(group, ·)`` is the peer of every send and receive. ``loss_fn=`` replaces
+the default mean squared error on the last stage. Every send is recorded through
+`labkit.collectives.counting.record_send` (bytes per stage boundary).
+
 ``run_pipeline(sched, cfg)`` launches the ranks and gathers the result;
 ``reference_step(cfg)`` computes the same loss and gradients in one process.
 """
@@ -31,6 +37,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from labkit.collectives.counting import record_send
 from labkit.pipeline.schedules import Action, check_schedule, normalized, num_microbatches_of, num_stages_of
 
 __all__ = ["MLPConfig", "build_stages", "make_batch", "reference_step", "run_step", "run_pipeline",
@@ -99,6 +106,9 @@ def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.mse_loss(output, target)
 
 
+_mse = loss_fn   # the default of run_step's ``loss_fn`` argument, which shadows the name there
+
+
 def reference_step(cfg: MLPConfig) -> tuple[float, list[list[torch.Tensor]]]:
     """One process, full batch: (loss, per-stage list of parameter gradients).
 
@@ -143,7 +153,8 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
              num_microbatches: int, inputs: Sequence[torch.Tensor] | None,
              targets: Sequence[torch.Tensor] | None,
              boundary_shape: tuple[int, ...], dtype: torch.dtype,
-             backward_fn: Callable | None = None) -> StepRecord:
+             backward_fn: Callable | None = None, group=None,
+             loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> StepRecord:
     """Run this rank's ``actions`` for one step (inside an initialised process group).
 
     stages: {stage index: module} for the stages this rank owns (stage s on rank
@@ -153,12 +164,30 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
     function with the signature of exercises/lab08_pipeline.stage_backward (a learner's
     version) used for every B; by default the same steps run inline, with the gradient
     received before the B interval starts so intervals are compute time only.
+    group: the pipeline's process group (None: the default group); ranks and peers above are
+    ranks of this group. loss_fn(output, target) -> scalar: the last stage's loss per
+    microbatch (None: mean squared error); it is divided by num_microbatches before backward.
+    A one-stage pipeline (num_stages = 1 on one rank) is plain gradient accumulation.
     """
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
     M, S = num_microbatches, num_stages
-    if world < 2:
+    compute_loss = _mse if loss_fn is None else loss_fn
+    if world < 2 and S > 1:
         raise ValueError("run_step needs at least 2 ranks: neighbouring stages must live on "
                          "different ranks")
+
+    def peer(stage: int) -> int:   # global rank of the rank that owns ``stage``
+        r = stage % world
+        return r if group is None else dist.get_global_rank(group, r)
+
+    def send(t: torch.Tensor, stage: int, tag: int, phase: str):
+        dst = peer(stage)
+        record_send(phase, t, dst)
+        return dist.isend(t, dst=dst, tag=tag, group=group)
+
+    def recv(t: torch.Tensor, stage: int, tag: int) -> None:
+        dist.recv(t, src=peer(stage), tag=tag, group=group)
+
     for a in actions:
         if a.stage % world != rank or a.stage not in stages:
             raise ValueError(f"rank {rank} was given {a!r}, but stage {a.stage} is not one of "
@@ -170,7 +199,7 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
     sends: list = []
     losses: dict[int, float] = {}
     timeline = []
-    dist.barrier()
+    dist.barrier(group=group)
     t0 = time.perf_counter()
     for a in actions:
         s, i = a.stage, a.microbatch
@@ -179,17 +208,16 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
                 x = inputs[i]
             else:
                 x = torch.empty(boundary_shape, dtype=dtype)
-                dist.recv(x, src=(s - 1) % world, tag=act_tag(s - 1, i, M))
+                recv(x, s - 1, act_tag(s - 1, i, M))
                 x.requires_grad_(True)
             start = time.perf_counter()
             out = stages[s](x)
             loss = None
             if s == S - 1:
-                loss = loss_fn(out, targets[i]) / M
+                loss = compute_loss(out, targets[i]) / M
                 losses[i] = loss.item() * M
             else:
-                sends.append(dist.isend(out.detach().contiguous(), dst=(s + 1) % world,
-                                        tag=act_tag(s, i, M)))
+                sends.append(send(out.detach().contiguous(), s + 1, act_tag(s, i, M), "forward"))
             end = time.perf_counter()
             saved[(s, i)] = (x, out, loss)
         elif a.kind == "I":  # input gradient only; keep the graph for the W
@@ -197,13 +225,12 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
             grad = None
             if s < S - 1:
                 grad = torch.empty_like(out)
-                dist.recv(grad, src=(s + 1) % world, tag=grad_tag(s, i, M))
+                recv(grad, s + 1, grad_tag(s, i, M))
             start = time.perf_counter()
             root = loss if s == S - 1 else out
             if s > 0:
                 (gx,) = torch.autograd.grad(root, [x], grad, retain_graph=True)
-                sends.append(dist.isend(gx.contiguous(), dst=(s - 1) % world,
-                                        tag=grad_tag(s - 1, i, M)))
+                sends.append(send(gx.contiguous(), s - 1, grad_tag(s - 1, i, M), "backward"))
             pending_w[(s, i)] = (root, grad)
             end = time.perf_counter()
         elif a.kind == "W":  # weight gradient, accumulated into .grad
@@ -216,21 +243,20 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
             end = time.perf_counter()
         else:
             x, out, loss = saved.pop((s, i))
-            recv_from = None if s == S - 1 else (s + 1) % world
-            send_to = None if s == 0 else (s - 1) % world
+            recv_from = None if s == S - 1 else peer(s + 1)
+            send_to = None if s == 0 else peer(s - 1)
             if backward_fn is None:  # our own path: receive first, so the interval is compute only
                 grad = None
                 if recv_from is not None:
                     grad = torch.empty_like(out)
-                    dist.recv(grad, src=recv_from, tag=grad_tag(s, i, M))
+                    recv(grad, s + 1, grad_tag(s, i, M))
                 start = time.perf_counter()
                 if grad is None:
                     loss.backward()
                 else:
                     out.backward(grad)
                 if send_to is not None:
-                    sends.append(dist.isend(x.grad.contiguous(), dst=send_to,
-                                            tag=grad_tag(s - 1, i, M)))
+                    sends.append(send(x.grad.contiguous(), s - 1, grad_tag(s - 1, i, M), "backward"))
             else:  # a plugged-in stage_backward: its interval includes its receive wait
                 start = time.perf_counter()
                 work = backward_fn(x, out, loss, recv_from, send_to, grad_tag(s, i, M),

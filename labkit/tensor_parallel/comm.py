@@ -16,41 +16,75 @@ Every collective is recorded while `count_collectives()` (`labkit.collectives.co
 ("forward"/"backward"), the elements of the full tensor, and the bytes one rank sends in a ring
 (all-reduce 2(p−1)/p·S, all-gather and reduce-scatter (p−1)/p·S; Lab 05's α–β model). The
 reduce-scatter is Lab 05's ring.
+
+**Which ranks.** By default the operators (and `layers.tp_rank_world`) use the default process group:
+every launched rank is one tensor-parallel rank. Inside ``with tp_group(g):`` they use the
+sub-group ``g`` instead — 3D parallelism (Lab 11) runs several tensor-parallel groups side by side.
+Each autograd function remembers the group it was built under in forward, so its backward talks
+to the same ranks even when backward runs after the ``with`` block has ended.
 """
 from __future__ import annotations
+
+import contextlib
 
 import torch
 import torch.distributed as dist
 
 from labkit.collectives.counting import Collective, count_collectives  # noqa: F401 - re-exported
-from labkit.collectives.counting import record_collective as _record
+from labkit.collectives.counting import record_collective
+
+_GROUP = None   # the tensor-parallel group in force; None = the default (whole-world) group
 
 
-def _all_reduce(x: torch.Tensor, phase: str) -> torch.Tensor:
+def current_group():
+    """The process group tensor parallelism uses now (None: the default group)."""
+    return _GROUP
+
+
+@contextlib.contextmanager
+def tp_group(group):
+    """Within the block, tensor-parallel layers and operators split over ``group`` (a
+    torch.distributed ProcessGroup; None = the default group). Nested uses restore on exit."""
+    global _GROUP
+    old, _GROUP = _GROUP, group
+    try:
+        yield group
+    finally:
+        _GROUP = old
+
+
+def _record(op: str, phase: str, full: torch.Tensor, group=None) -> None:
+    record_collective(op, phase, full, group)
+
+
+def _all_reduce(x: torch.Tensor, phase: str, group=None) -> torch.Tensor:
     x = x.contiguous().clone()
-    if dist.get_world_size() > 1:
-        _record("all_reduce", phase, x)
-        dist.all_reduce(x)
+    if dist.get_world_size(group) > 1:
+        _record("all_reduce", phase, x, group)
+        dist.all_reduce(x, group=group)
     return x
 
 
-def _all_gather(x: torch.Tensor, dim: int, phase: str) -> torch.Tensor:
-    p = dist.get_world_size()
+def _all_gather(x: torch.Tensor, dim: int, phase: str, group=None) -> torch.Tensor:
+    p = dist.get_world_size(group)
     if p == 1:
         return x
     parts = [torch.empty_like(x) for _ in range(p)]
-    dist.all_gather(parts, x.contiguous())
+    dist.all_gather(parts, x.contiguous(), group=group)
     out = torch.cat(parts, dim=dim)
-    _record("all_gather", phase, out)
+    _record("all_gather", phase, out, group)
     return out
 
 
-def _reduce_scatter(x: torch.Tensor, dim: int, phase: str) -> torch.Tensor:
+def _reduce_scatter(x: torch.Tensor, dim: int, phase: str, group=None) -> torch.Tensor:
     from labkit.collectives import ring_reduce_scatter
 
-    p, r = dist.get_world_size(), dist.get_rank()
+    p, r = dist.get_world_size(group), dist.get_rank(group)
     if p == 1:
         return x
+    if group is not None:
+        raise NotImplementedError("sequence parallelism runs on the default group only (Lab 05's ring "
+                                  "reduce-scatter spans all ranks); use tp_group(None)")
     _record("reduce_scatter", phase, x)
     moved = x.movedim(dim, 0).contiguous()                     # chunks along `dim` become contiguous
     out = torch.empty_like(moved.chunk(p)[r])
@@ -58,24 +92,25 @@ def _reduce_scatter(x: torch.Tensor, dim: int, phase: str) -> torch.Tensor:
     return out.movedim(0, dim)
 
 
-def _split(x: torch.Tensor, dim: int) -> torch.Tensor:
-    return x.chunk(dist.get_world_size(), dim=dim)[dist.get_rank()].contiguous()
+def _split(x: torch.Tensor, dim: int, group=None) -> torch.Tensor:
+    return x.chunk(dist.get_world_size(group), dim=dim)[dist.get_rank(group)].contiguous()
 
 
 class _CopyToTP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
+        ctx.group = _GROUP
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad):
-        return _all_reduce(grad, "backward")
+        return _all_reduce(grad, "backward", ctx.group)
 
 
 class _ReduceFromTP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
-        return _all_reduce(x, "forward")
+        return _all_reduce(x, "forward", _GROUP)
 
     @staticmethod
     def backward(ctx, grad):
@@ -85,41 +120,45 @@ class _ReduceFromTP(torch.autograd.Function):
 class _GatherLast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
-        return _all_gather(x, -1, "forward")
+        ctx.group = _GROUP
+        return _all_gather(x, -1, "forward", _GROUP)
 
     @staticmethod
     def backward(ctx, grad):
-        return _split(grad, -1)
+        return _split(grad, -1, ctx.group)
 
 
 class _SplitLast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
-        return _split(x, -1)
+        ctx.group = _GROUP
+        return _split(x, -1, _GROUP)
 
     @staticmethod
     def backward(ctx, grad):
-        return _all_gather(grad, -1, "backward")
+        return _all_gather(grad, -1, "backward", ctx.group)
 
 
 class _ReduceScatterSeq(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
-        return _reduce_scatter(x, 1, "forward")
+        ctx.group = _GROUP
+        return _reduce_scatter(x, 1, "forward", _GROUP)
 
     @staticmethod
     def backward(ctx, grad):
-        return _all_gather(grad, 1, "backward")
+        return _all_gather(grad, 1, "backward", ctx.group)
 
 
 class _AllGatherSeq(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
-        return _all_gather(x, 1, "forward")
+        ctx.group = _GROUP
+        return _all_gather(x, 1, "forward", _GROUP)
 
     @staticmethod
     def backward(ctx, grad):
-        return _reduce_scatter(grad, 1, "backward")
+        return _reduce_scatter(grad, 1, "backward", ctx.group)
 
 
 def copy_to_tp(x: torch.Tensor) -> torch.Tensor:

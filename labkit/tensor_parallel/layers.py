@@ -20,14 +20,16 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from labkit.tensor_parallel.comm import copy_to_tp, gather_last, reduce_from_tp, split_last
+from labkit.tensor_parallel.comm import copy_to_tp, current_group, gather_last, reduce_from_tp, split_last
 
 
 def tp_rank_world(fn: str, size: int, what: str) -> tuple[int, int]:
-    """(rank, world) of the current group; one-line ValueError unless ``size`` splits evenly."""
+    """(rank, world) in the current tensor-parallel group (the default group unless inside
+    `comm.tp_group`); one-line ValueError unless ``size`` splits evenly."""
     if not dist.is_initialized():
         raise RuntimeError(f"{fn}: no process group; run inside labkit.dist.launch (or torchrun)")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    group = current_group()
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
     if size % world:
         raise ValueError(f"{fn}: {what} ({size}) must be divisible by the number of ranks ({world})")
     return rank, world

@@ -23,7 +23,7 @@ from torch import nn
 
 from labkit.model import GPT, check_tokens
 from labkit.tensor_parallel.blocks import ParallelAttention, ParallelMLP
-from labkit.tensor_parallel.comm import _record, all_gather_seq, copy_to_tp, reduce_scatter_seq
+from labkit.tensor_parallel.comm import _record, all_gather_seq, copy_to_tp, current_group, reduce_scatter_seq
 from labkit.tensor_parallel.layers import tp_rank_world
 from labkit.tensor_parallel.vocab import VocabParallelEmbedding, vocab_parallel_cross_entropy
 
@@ -100,8 +100,9 @@ class TensorParallelGPT(nn.Module):
             return
         params = [p for p in self.replicated_parameters() if p.grad is not None]
         flat = torch.cat([p.grad.reshape(-1) for p in params])
-        _record("all_reduce", "after backward", flat)
-        dist.all_reduce(flat)
+        group = current_group()
+        _record("all_reduce", "after backward", flat, group)
+        dist.all_reduce(flat, group=group)
         offset = 0
         for p in params:
             p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))

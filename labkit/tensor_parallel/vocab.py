@@ -20,7 +20,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from labkit.tensor_parallel.comm import _record, reduce_from_tp
+from labkit.tensor_parallel.comm import _record, current_group, reduce_from_tp
 from labkit.tensor_parallel.layers import tp_rank_world
 
 
@@ -45,9 +45,10 @@ class VocabParallelEmbedding(nn.Module):
 
 
 def _all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
-    if dist.get_world_size() > 1:
-        _record("all_reduce", "forward", x)
-        dist.all_reduce(x, op=op)
+    group = current_group()
+    if dist.get_world_size(group) > 1:
+        _record("all_reduce", "forward", x, group)
+        dist.all_reduce(x, op=op, group=group)
     return x
 
 

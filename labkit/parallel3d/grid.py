@@ -1,0 +1,108 @@
+"""Where each rank sits on the dp × tp × pp grid, and the process groups of each dimension.
+
+The whole lab numbers ranks as
+
+    rank = pp_index · (dp · tp)  +  dp_index · tp  +  tp_index
+
+tensor parallelism innermost: the tp ranks of a layer are consecutive, so on a cluster they share
+one node and its fastest links (NVLink) — tp moves the most bytes (4 all-reduces of b·s·h elements
+per layer per micro-batch). Data parallelism comes next (one gradient all-reduce per step), and
+pipeline parallelism outermost (only point-to-point activations between neighbouring stages,
+which tolerate the slowest links). This is the order of Megatron-LM (Narayanan et al. 2021) and of
+PyTorch's ``init_device_mesh("cpu", (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))``, whose
+row-major layout gives exactly the formula above; `build_grid` uses it.
+
+Pure functions (no torch.distributed): `coords`, `rank_of`, `groups` (the planner's, Lab 11's one
+copy: `labkit.planner.grid`), `coord_of` (the same as a named `Coord`), `embedding_groups`.
+On launched ranks: `build_grid` → `Grid`, holding this rank's coordinates and its groups.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from labkit.checks import check_int
+from labkit.planner.grid import coords, groups, rank_of   # the pure rank order, shared with the planner
+
+__all__ = ["Coord", "coords", "coord_of", "rank_of", "groups", "embedding_groups", "check_grid", "Grid",
+           "build_grid"]
+
+
+class Coord(NamedTuple):
+    """A rank's place on the grid: its index along data (dp), tensor (tp) and pipeline (pp)."""
+
+    dp: int
+    tp: int
+    pp: int
+
+
+def _check_sizes(fn: str, dp, tp, pp) -> tuple[int, int, int]:
+    return (check_int(fn, "dp", dp, minimum=1), check_int(fn, "tp", tp, minimum=1),
+            check_int(fn, "pp", pp, minimum=1))
+
+
+def coord_of(rank: int, dp: int, tp: int, pp: int) -> Coord:
+    """`coords` as a named `Coord` (c.dp, c.tp, c.pp)."""
+    return Coord(*coords(rank, dp, tp, pp))
+
+
+def embedding_groups(dp: int, tp: int, pp: int) -> list[list[int]]:
+    """Megatron's "embedding group" of each pipeline: [first-stage rank, last-stage rank], the two
+    ranks that hold the tied token embedding / output layer. Empty when pp = 1 (both uses of the
+    weight are on the same rank)."""
+    if _check_sizes("embedding_groups", dp, tp, pp)[2] == 1:
+        return []
+    return [[g[0], g[-1]] for g in groups(dp, tp, pp)["pp"]]
+
+
+def check_grid(fn: str, world: int, dp: int, tp: int, pp: int) -> tuple[int, int, int]:
+    """One-line ValueError unless dp · tp · pp equals the number of launched ranks."""
+    dp, tp, pp = _check_sizes(fn, dp, tp, pp)
+    if dp * tp * pp != world:
+        raise ValueError(f"{fn}: dp·tp·pp = {dp * tp * pp} but {world} ranks were launched "
+                         f"(dp={dp}, tp={tp}, pp={pp})")
+    return dp, tp, pp
+
+
+@dataclass
+class Grid:
+    """This rank's view of the grid: sizes, its `Coord`, and the torch.distributed groups it belongs
+    to (``embedding`` is None when pp = 1). ``mesh`` is PyTorch's DeviceMesh (dims pp, dp, tp)."""
+
+    dp: int
+    tp: int
+    pp: int
+    rank: int
+    coord: Coord
+    mesh: Any
+    tp_group: Any
+    dp_group: Any
+    pp_group: Any
+    embedding: Any = None
+
+    def ranks(self, dim: str) -> list[int]:
+        """The global ranks of this rank's ``dim`` group ("dp", "tp", "pp" or "embedding")."""
+        import torch.distributed as dist
+
+        group = {"dp": self.dp_group, "tp": self.tp_group, "pp": self.pp_group, "embedding": self.embedding}[dim]
+        return [] if group is None else sorted(dist.get_process_group_ranks(group))
+
+
+def build_grid(dp: int, tp: int, pp: int, fn: str = "build_grid") -> Grid:
+    """Called by every rank of an initialised default group (all must call it, same sizes):
+    builds the DeviceMesh and the embedding groups and returns this rank's `Grid`."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if not dist.is_initialized():
+        raise RuntimeError(f"{fn}: no process group; run inside labkit.dist.launch (or torchrun)")
+    dp, tp, pp = check_grid(fn, dist.get_world_size(), dp, tp, pp)
+    rank = dist.get_rank()
+    mesh = init_device_mesh("cpu", (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))
+    embedding = None
+    for ranks in embedding_groups(dp, tp, pp):   # every rank takes part in creating every group
+        g = dist.new_group(ranks)
+        if rank in ranks:
+            embedding = g
+    return Grid(dp, tp, pp, rank, coord_of(rank, dp, tp, pp), mesh, mesh["tp"].get_group(),
+                mesh["dp"].get_group(), mesh["pp"].get_group(), embedding)

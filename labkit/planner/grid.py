@@ -1,0 +1,194 @@
+"""A 3D-parallel plan and where its ranks sit: the (pp, dp, tp) grid of Lab 11.
+
+Rank order (shared by the whole of Lab 11; the same as
+``init_device_mesh(device, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))``, row-major):
+
+    rank = pp_index·(dp·tp) + dp_index·tp + tp_index
+
+tp is innermost, so a tensor-parallel group is ``tp`` consecutive ranks — on one node whenever tp
+divides the GPUs per node (ranks fill nodes in order: node = rank // gpus_per_node). Data-parallel
+peers are ``tp`` ranks apart, pipeline neighbours ``dp·tp`` ranks apart.
+
+    coords(rank, dp, tp, pp)       -> (dp_index, tp_index, pp_index)
+    rank_of((dp_i, tp_i, pp_i), dp, tp, pp) -> rank
+    groups(dp, tp, pp)             -> {"dp": [[ranks], ...], "tp": [...], "pp": [...]}
+    nodes_spanned(group, gpus_per_node) -> how many nodes a group's ranks live on
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from labkit.checks import check_int
+from labkit.planner.model import RECOMPUTE
+
+KINDS = ("dp", "tp", "pp")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One way to train: ``dp`` data-parallel replicas × ``tp`` tensor-parallel ranks × ``pp``
+    pipeline stages; ``micro_batch`` sequences per micro-batch; ``virtual_stages`` model chunks per
+    pipeline rank (v of the interleaved 1F1B schedule; 1 = plain 1F1B); ``zero_stage`` 0-3 of
+    ZeRO over the data-parallel group; activation ``recompute`` "none", "selective" or "full"."""
+
+    dp: int
+    tp: int
+    pp: int
+    micro_batch: int = 1
+    virtual_stages: int = 1
+    zero_stage: int = 0
+    recompute: str = "full"
+
+    def __post_init__(self):
+        for name in ("dp", "tp", "pp", "micro_batch", "virtual_stages"):
+            check_int("Plan", name, getattr(self, name), minimum=1)
+        check_int("Plan", "zero_stage", self.zero_stage, minimum=0, maximum=3)
+        if self.recompute not in RECOMPUTE:
+            raise ValueError(f"Plan: recompute must be one of {', '.join(RECOMPUTE)}, got {self.recompute!r}")
+        if self.virtual_stages > 1 and self.pp == 1:
+            raise ValueError(f"Plan: virtual_stages={self.virtual_stages} needs pp > 1 (interleaving "
+                             "splits each pipeline rank's layers into chunks)")
+
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.tp * self.pp
+
+    def __str__(self) -> str:
+        v = f" v={self.virtual_stages}" if self.virtual_stages > 1 else ""
+        return (f"dp={self.dp} tp={self.tp} pp={self.pp}{v} mb={self.micro_batch} "
+                f"ZeRO-{self.zero_stage} {self.recompute}")
+
+
+def _check_sizes(fn: str, dp, tp, pp) -> tuple[int, int, int]:
+    return (check_int(fn, "dp", dp, minimum=1), check_int(fn, "tp", tp, minimum=1),
+            check_int(fn, "pp", pp, minimum=1))
+
+
+def rank_of(coord, dp: int, tp: int, pp: int) -> int:
+    """The rank at grid position ``coord`` = (dp_index, tp_index, pp_index), the inverse of `coords`:
+    pp_index·(dp·tp) + dp_index·tp + tp_index."""
+    dp, tp, pp = _check_sizes("rank_of", dp, tp, pp)
+    if isinstance(coord, (str, bytes)) or not hasattr(coord, "__len__") or len(coord) != 3:
+        raise TypeError(f"rank_of: coord must be (dp_index, tp_index, pp_index), got {coord!r}")
+    d = check_int("rank_of", "dp_index", coord[0], minimum=0, maximum=dp - 1)
+    t = check_int("rank_of", "tp_index", coord[1], minimum=0, maximum=tp - 1)
+    p = check_int("rank_of", "pp_index", coord[2], minimum=0, maximum=pp - 1)
+    return p * (dp * tp) + d * tp + t
+
+
+def coords(rank: int, dp: int, tp: int, pp: int) -> tuple[int, int, int]:
+    """(dp_index, tp_index, pp_index) of ``rank`` on a dp × tp × pp grid (inverse of `rank_of`)."""
+    dp, tp, pp = _check_sizes("coords", dp, tp, pp)
+    rank = check_int("coords", "rank", rank, minimum=0, maximum=dp * tp * pp - 1)
+    pp_index, rest = divmod(rank, dp * tp)
+    dp_index, tp_index = divmod(rest, tp)
+    return dp_index, tp_index, pp_index
+
+
+def groups(dp: int, tp: int, pp: int) -> dict[str, list[list[int]]]:
+    """The communication groups of each kind, every rank in exactly one group of each kind:
+
+    "tp": for each (pp_index, dp_index), in that order, the ranks tp_index = 0..tp-1 (consecutive);
+    "dp": for each (pp_index, tp_index), the ranks dp_index = 0..dp-1 (stride tp);
+    "pp": for each (dp_index, tp_index), the ranks pp_index = 0..pp-1 (stride dp·tp) — stage order.
+
+    Within each kind the groups come in order of their smallest rank. These are the groups
+    ``init_device_mesh(..., (pp, dp, tp))`` builds for its "tp", "dp" and "pp" dimensions."""
+    dp, tp, pp = _check_sizes("groups", dp, tp, pp)
+    r = lambda d, t, p: p * (dp * tp) + d * tp + t  # noqa: E731
+    return {
+        "dp": [[r(d, t, p) for d in range(dp)] for p in range(pp) for t in range(tp)],
+        "tp": [[r(d, t, p) for t in range(tp)] for p in range(pp) for d in range(dp)],
+        "pp": [[r(d, t, p) for p in range(pp)] for d in range(dp) for t in range(tp)],
+    }
+
+
+def nodes_spanned(group, gpus_per_node: int) -> int:
+    """Number of distinct nodes the ranks of ``group`` live on (rank r is on node r // gpus_per_node)."""
+    g = check_int("nodes_spanned", "gpus_per_node", gpus_per_node, minimum=1)
+    if isinstance(group, (str, bytes)) or not hasattr(group, "__iter__"):
+        raise TypeError(f"nodes_spanned: group must be a sequence of ranks, got {type(group).__name__}")
+    ranks = list(group)
+    if not ranks:
+        raise ValueError("nodes_spanned: group must hold at least one rank, got none")
+    for k in ranks:
+        check_int("nodes_spanned", "rank", k, minimum=0)
+    return len({k // g for k in ranks})
+
+
+# -- the same facts without listing every rank (the planner asks them for 4096-GPU grids) ---------
+
+def _layout(kind: str, dp: int, tp: int, pp: int) -> tuple[int, int]:
+    """(size, stride) of the groups of ``kind``: a group is start + stride·i for i < size."""
+    return {"tp": (tp, 1), "dp": (dp, tp), "pp": (pp, dp * tp)}[kind]
+
+
+@lru_cache(maxsize=65536)
+def _nodes_of_progression(offset: int, stride: int, size: int, gpus_per_node: int) -> int:
+    """Nodes spanned by the ranks offset + stride·i, i < size."""
+    return len({(offset + stride * i) // gpus_per_node for i in range(size)})
+
+
+def worst_span(kind: str, dp: int, tp: int, pp: int, gpus_per_node: int) -> int:
+    """The most nodes any one group of ``kind`` spans: max of `nodes_spanned` over `groups`, without
+    listing every group — a group's node pattern depends only on its first rank modulo
+    gpus_per_node, so at most gpus_per_node groups are looked at, whatever the world size."""
+    if kind not in KINDS:
+        raise ValueError(f"worst_span: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    dp, tp, pp = _check_sizes("worst_span", dp, tp, pp)
+    g = check_int("worst_span", "gpus_per_node", gpus_per_node, minimum=1)
+    size, stride = _layout(kind, dp, tp, pp)
+    return max(_nodes_of_progression(r, stride, size, g) for r in _start_residues(kind, dp, tp, pp, g))
+
+
+@lru_cache(maxsize=65536)
+def _start_residues(kind: str, dp: int, tp: int, pp: int, g: int) -> tuple[int, ...]:
+    """The distinct values of (first rank of a group) mod g, without listing every group."""
+    seen: set[int] = set()
+    if kind == "tp":      # starts p·dp·tp + d·tp = multiples of tp below the world size
+        for k in range(dp * pp):
+            seen.add((k * tp) % g)
+            if len(seen) == g or (k * tp) % g == 0 and k:
+                break
+    elif kind == "dp":    # p·dp·tp + t
+        for p in range(pp):
+            base = (p * dp * tp) % g
+            if p and base == 0:
+                break
+            for t in range(min(tp, g)):
+                seen.add((base + t) % g)
+    else:                 # d·tp + t = every rank below dp·tp
+        for k in range(min(dp * tp, g)):
+            seen.add(k % g)
+    return tuple(sorted(seen))
+
+
+def problems(model, plan: Plan, global_batch: int, gpus: int | None = None, gpus_per_node: int | None = None,
+             allow_cross_node_tp: bool = True) -> list[str]:
+    """Why ``plan`` cannot train ``model`` (a `labkit.planner.Model`) on batches of ``global_batch``
+    sequences — one short reason per broken rule, [] when none is broken:
+
+    tp | heads (each rank gets whole heads; then tp | hidden and tp | ffn too), pp·v | layers
+    (equal stages and chunks), dp·micro_batch | global_batch, m % pp == 0 for the interleaved
+    schedule (Megatron's rule), dp·tp·pp == gpus (when given), and — unless
+    ``allow_cross_node_tp`` — no tensor-parallel group spread over two nodes."""
+    out = []
+    if model.heads % plan.tp:
+        out.append(f"tp={plan.tp} does not divide heads={model.heads}")
+    if model.layers % (plan.pp * plan.virtual_stages):
+        what = f"pp·v={plan.pp * plan.virtual_stages}" if plan.virtual_stages > 1 else f"pp={plan.pp}"
+        out.append(f"{what} does not divide layers={model.layers}")
+    per_step = plan.dp * plan.micro_batch
+    if global_batch % per_step:
+        out.append(f"dp·micro_batch={per_step} does not divide global_batch={global_batch}")
+    elif plan.virtual_stages > 1 and (global_batch // per_step) % plan.pp:
+        out.append(f"interleaving needs the micro-batch count {global_batch // per_step} "
+                   f"to be a multiple of pp={plan.pp}")
+    if gpus is not None and plan.gpus != gpus:
+        out.append(f"dp·tp·pp={plan.gpus} is not the {gpus} GPUs")
+    if gpus_per_node is not None and not allow_cross_node_tp:
+        nodes = worst_span("tp", plan.dp, plan.tp, plan.pp, gpus_per_node)
+        if nodes > 1:
+            out.append(f"tp={plan.tp} group spans {nodes} nodes of {gpus_per_node} GPUs")
+    return out

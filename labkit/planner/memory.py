@@ -1,0 +1,137 @@
+"""Bytes one GPU holds under a 3D-parallel plan: model states plus activations.
+
+**Model states.** The parameters are split over tp·pp: each pipeline stage holds l/pp layers,
+and tensor parallelism splits each layer's weight matrices (and the column-parallel biases) tp
+ways, as Megatron does; the row-parallel biases and the LayerNorms are replicated. The first stage
+also holds its 1/tp of the word embedding (vocab-parallel) and the position embedding; the last
+stage holds the logit layer's copy of the word embedding (for pp > 1 it is a separate copy kept
+in sync, for pp = 1 the same tensor) and the final LayerNorm. Bytes come from
+`labkit.zero.formulas.model_state_bytes` with mixed-precision Adam (2 + 2 + 12 bytes per
+parameter) and ZeRO over the data-parallel group.
+
+(Dividing the parameters by tp alone — "M_model/tp + M_act/pp ≤ M_device" — is a common mistake:
+pipeline stages hold different layers, so parameters shrink by tp·pp.)
+
+**Activations** (16-bit, `labkit.memory.estimate.activation_bytes_per_layer`, Korthikanti et al.
+2022). Under 1F1B the first stage starts pp micro-batches before the first backward, each
+holding its l/pp layers, so it keeps about l layers' activations *whatever pp is* — pipelining
+does not shrink activation memory by 1/pp. With m < pp micro-batches it keeps m. Rank i keeps
+min(m, pp − i) micro-batches, so the last stage holds one. The interleaved
+schedule (v chunks of l/(pp·v) layers per rank) keeps (v−1)·pp + 2(pp−1) + 1 chunks on the first
+rank, i.e. l·(1 + (pp−1)/(pp·v)) layers (Korthikanti et al. 2022, §4.2.3); `labkit.pipeline.simulate`
+counts the same numbers, rank by rank (tests/test_planner.py).
+
+Smaller terms, as Korthikanti et al. count them: the first stage's embedding-dropout mask s·b·h
+bytes per micro-batch in flight; the last stage's final LayerNorm input and logit-layer input
+(2 + 2)·s·b·h bytes and the fp32 logits 4·s·b·V/tp bytes; and with recomputation, one layer's
+rematerialised activations during its backward (the "none" bytes minus the kept bytes).
+Not modelled: temporary buffers, communication buffers, allocator fragmentation, CUDA context.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labkit.checks import check_int
+from labkit.memory.estimate import activation_bytes_per_layer
+from labkit.planner.grid import Plan, problems
+from labkit.planner.model import Model, _check_model
+from labkit.zero.formulas import model_state_bytes
+
+GiB = 2 ** 30
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes one GPU of pipeline ``stage`` ("first", "last" or "only" when pp = 1) holds.
+
+    params           parameters (elements) this GPU owns before ZeRO sharding
+    model_states     bytes of parameters + gradients + optimizer states (after ZeRO)
+    activations      bytes of the transformer layers' activations in flight
+    layers_in_flight how many layers' activations (of one micro-batch) that is
+    other            embedding / logit-layer activations and the recompute workspace, bytes
+    total            model_states + activations + other, bytes
+    """
+
+    stage: str
+    params: int
+    model_states: float
+    activations: float
+    layers_in_flight: float
+    other: float
+
+    @property
+    def total(self) -> float:
+        return self.model_states + self.activations + self.other
+
+
+def stage_params(model: Model, tp: int, pp: int, stage: str) -> int:
+    """Parameters (elements) one tensor-parallel rank of pipeline ``stage`` holds (module docstring).
+    Needs tp | hidden and tp | ffn (so each weight matrix splits evenly) and pp | layers."""
+    h, f = model.hidden, model.ffn
+    per_layer = (4 * h * h + 2 * h * f) // tp + (3 * h + f) // tp + 2 * h + 4 * h
+    n = model.layers // pp * per_layer
+    word = -(-model.vocab // tp) * h                         # vocab-parallel word embedding
+    if stage in ("first", "only"):
+        n += word + model.seq_len * h                        # + position embedding
+    if stage == "last":
+        n += word                                            # the logit layer's copy
+    if stage in ("last", "only"):
+        n += 2 * h                                           # final LayerNorm
+    return n
+
+
+def micro_batches_in_flight(pp: int, micro_batches: int, virtual_stages: int = 1, rank: int = 0) -> int:
+    """Most (chunk, micro-batch) activation sets pipeline rank ``rank`` holds at once: min(m, pp − rank)
+    under 1F1B (v = 1); min(m·v, (v−1)·pp + 2(pp−1−rank) + 1) under interleaved 1F1B with v chunks
+    per rank (its warm-up forwards, plus the one whose backward comes next)."""
+    p, m, v = pp, micro_batches, virtual_stages
+    if v == 1:
+        return min(m, p - rank)
+    return min(m * v, (v - 1) * p + 2 * (p - 1 - rank) + 1)
+
+
+def layers_in_flight(layers: int, pp: int, micro_batches: int, virtual_stages: int = 1, rank: int = 0) -> float:
+    """Layers' activations (each for one micro-batch) pipeline rank ``rank`` holds at its peak: chunks
+    in flight × l/(pp·v). On the first rank with m ≥ pp: l under 1F1B — whatever pp is — and
+    l·(1 + (pp−1)/(pp·v)) interleaved."""
+    return micro_batches_in_flight(pp, micro_batches, virtual_stages, rank) * layers / (pp * virtual_stages)
+
+
+def stage_memory(model: Model, plan: Plan, global_batch: int, stage: str,
+                 sequence_parallel: bool = False) -> MemoryEstimate:
+    """`MemoryEstimate` of one GPU of the ``stage`` ("first", "last" or, for pp = 1, "only")."""
+    s, b, h, a, V = model.seq_len, plan.micro_batch, model.hidden, model.heads, model.vocab
+    t, p, v = plan.tp, plan.pp, plan.virtual_stages
+    m = global_batch // (plan.dp * b)
+    params = stage_params(model, t, p, stage)
+    states = model_state_bytes(params, plan.dp, plan.zero_stage)
+    sequence_parallel = sequence_parallel and t > 1
+    per_layer = activation_bytes_per_layer(s, b, h, a, t, sequence_parallel, plan.recompute)
+    other = 0.0
+    if plan.recompute != "none":     # one layer rematerialised during its own backward
+        other += activation_bytes_per_layer(s, b, h, a, t, sequence_parallel, "none") - per_layer
+    rank = p - 1 if stage == "last" else 0
+    layers = layers_in_flight(model.layers, p, m, v, rank)
+    if stage != "last":
+        other += micro_batches_in_flight(p, m, v) * s * b * h   # embedding dropout masks (1 byte)
+    if stage in ("last", "only"):
+        other += 4 * s * b * h + 4 * s * b * -(-V // t)     # final LN + logit inputs, fp32 logits
+    return MemoryEstimate(stage, params, states, layers * per_layer, layers, other)
+
+
+def memory_per_gpu(model: Model, plan: Plan, global_batch: int, sequence_parallel: bool = False) -> MemoryEstimate:
+    """The fuller of the first and last pipeline stages (the only one when pp = 1): the bytes the
+    plan needs on its most loaded GPU. ``global_batch`` sets m = B/(dp·micro_batch)."""
+    fn = "memory_per_gpu"
+    _check_model(fn, model)
+    if not isinstance(plan, Plan):
+        raise TypeError(f"{fn}: plan must be a labkit.planner.Plan, got {type(plan).__name__}")
+    check_int(fn, "global_batch", global_batch, minimum=1)
+    wrong = problems(model, plan, global_batch)
+    if wrong:
+        raise ValueError(f"{fn}: {wrong[0]}")
+    if plan.pp == 1:
+        return stage_memory(model, plan, global_batch, "only", sequence_parallel)
+    first = stage_memory(model, plan, global_batch, "first", sequence_parallel)
+    last = stage_memory(model, plan, global_batch, "last", sequence_parallel)
+    return first if first.total >= last.total else last

@@ -1,0 +1,155 @@
+"""The sizes of a GPT, its exact parameter count, and the FLOPs of one training iteration.
+
+Notation (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
+Using Megatron-LM"): l layers, h hidden size, a attention heads, s sequence length, V vocabulary,
+B global batch (sequences per iteration), r the MLP's width ratio (4 in the paper).
+
+**Parameters** (elements) of `labkit.model.GPT` — the same architecture as Megatron's GPT, with a
+word-embedding matrix shared by the input and the logit layer:
+
+    per layer   qkv 3h² + 3h,  proj h² + h,  fc r·h² + r·h,  fc proj r·h² + h,  2 LayerNorms 4h
+    once        word embedding V·h,  position embedding s·h,  final LayerNorm 2h
+
+For r = 4 that is l·(12h² + 13h) + (V + s + 2)·h. The paper writes 12·l·h²·(1 + 13/(12h) +
+(V + s)/(12·l·h)) (`megatron_params`), which leaves out the final LayerNorm's 2h.
+
+**FLOPs** (one multiply-add = 2 FLOPs; matrix multiplications only). Forward, per sequence:
+
+    per layer   qkv 6sh²,  scores QKᵀ 2s²h,  att·V 2s²h,  proj 2sh²,  MLP 2·2r·sh²
+                = (8 + 4r)·sh² + 4s²h            (= 24sh² + 4s²h for r = 4)
+    logit layer 2shV
+
+The backward pass computes two products for each forward one (gradient of the input and of the
+weight), so forward + backward = 3 × forward. Recomputation adds forward work inside the layers
+only — never in the logit layer, which is not checkpointed:
+
+    recompute="none"       72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))
+    recompute="selective"  72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) + 4·B·s²·h·l   (QKᵀ and att·V again)
+    recompute="full"       96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))                (eq. 3 of the paper)
+
+With full recomputation the logit layer still costs 3 × 2BshV = 6BshV; written over 96·B·s·l·h²
+that is V/(16·l·h) — the paper's last term. Without recomputation 6BshV over 72·B·s·l·h² is
+V/(12·l·h). LayerNorm, softmax, GELU, bias additions and the loss are not counted (they are not
+matrix multiplications; the paper leaves them out too).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from labkit.checks import check_int
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Model:
+    """Sizes of a GPT (the same as `labkit.model.GPTConfig`): ``layers`` blocks (l), ``hidden``
+    features (h), ``heads`` attention heads (a), ``seq_len`` tokens per sequence (s), ``vocab``
+    token ids (V), an MLP of width ``ffn_ratio · hidden``. Invalid sizes raise a one-line error."""
+
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    vocab: int
+    ffn_ratio: int = 4
+
+    def __post_init__(self):
+        for name in ("layers", "hidden", "heads", "seq_len", "vocab", "ffn_ratio"):
+            check_int("Model", name, getattr(self, name), minimum=1)
+        if self.hidden % self.heads:
+            raise ValueError(f"Model: hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+
+    @classmethod
+    def from_config(cls, cfg) -> "Model":
+        """The sizes of a `labkit.model.GPTConfig` (its ``mlp_ratio`` is our ``ffn_ratio``)."""
+        from labkit.model import GPTConfig
+
+        if not isinstance(cfg, GPTConfig):
+            raise TypeError(f"Model.from_config: cfg must be a GPTConfig, got {type(cfg).__name__}")
+        return cls(cfg.layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab, cfg.mlp_ratio)
+
+    def to_config(self):
+        """The `labkit.model.GPTConfig` of these sizes (to build the real, small model)."""
+        from labkit.model import GPTConfig
+
+        return GPTConfig(layers=self.layers, hidden=self.hidden, heads=self.heads, seq_len=self.seq_len,
+                         vocab=self.vocab, mlp_ratio=self.ffn_ratio)
+
+    @property
+    def ffn(self) -> int:
+        """Width of the MLP's hidden layer (elements)."""
+        return self.ffn_ratio * self.hidden
+
+    @property
+    def layer_params(self) -> int:
+        """Parameters (elements) of one transformer layer (module docstring)."""
+        h, f = self.hidden, self.ffn
+        return (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h) + 4 * h
+
+    @property
+    def params(self) -> int:
+        """Exact parameter count (elements) of `labkit.model.GPT` with these sizes."""
+        h = self.hidden
+        return self.layers * self.layer_params + (self.vocab + self.seq_len) * h + 2 * h
+
+
+def megatron_params(model: Model) -> float:
+    """Narayanan et al.'s closed form 12·l·h²·(1 + 13/(12h) + (V + s)/(12·l·h)) (elements); it
+    assumes ffn_ratio 4 and omits the final LayerNorm, so for ffn_ratio 4 it is ``params − 2h``."""
+    _check_model("megatron_params", model)
+    l, h, V, s = model.layers, model.hidden, model.vocab, model.seq_len
+    return 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h))
+
+
+def recompute_name(fn: str, recompute) -> str:
+    """``recompute`` as one of "none", "selective", "full" (True means "full", False "none")."""
+    if recompute is True:
+        return "full"
+    if recompute is False:
+        return "none"
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"{fn}: recompute must be True, False or one of {', '.join(RECOMPUTE)}, "
+                         f"got {recompute!r}")
+    return recompute
+
+
+def layer_forward_flops(model: Model, sequences: int) -> int:
+    """Forward FLOPs of one transformer layer for ``sequences`` sequences: s·((8 + 4r)·h² + 4sh)
+    each (the attention scores are the full s × s matrix, as `labkit.model` computes them)."""
+    s, h, r = model.seq_len, model.hidden, model.ffn_ratio
+    return sequences * s * ((8 + 4 * r) * h * h + 4 * s * h)
+
+
+def logit_forward_flops(model: Model, sequences: int) -> int:
+    """Forward FLOPs of the logit layer (hidden states × word-embeddingᵀ): 2·s·h·V per sequence."""
+    return sequences * 2 * model.seq_len * model.hidden * model.vocab
+
+
+def recompute_forward_flops(model: Model, sequences: int, recompute) -> int:
+    """Extra forward FLOPs of one layer that recomputation adds: the whole layer ("full"), QKᵀ and
+    att·V, 4·s²·h per sequence ("selective"), nothing ("none")."""
+    recompute = recompute_name("recompute_forward_flops", recompute)
+    if recompute == "full":
+        return layer_forward_flops(model, sequences)
+    if recompute == "selective":
+        return sequences * 4 * model.seq_len ** 2 * model.hidden
+    return 0
+
+
+def flops_per_iteration(model: Model, global_batch: int, recompute=True) -> int:
+    """FLOPs of one training iteration over ``global_batch`` sequences (matrix multiplications,
+    forward + backward, plus the forward work recomputation repeats; module docstring). With
+    ``recompute=True`` ("full") and ffn_ratio 4 this is eq. 3 of Narayanan et al. 2021,
+    96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); with False ("none") 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))."""
+    fn = "flops_per_iteration"
+    _check_model(fn, model)
+    B = check_int(fn, "global_batch", global_batch, minimum=1)
+    recompute = recompute_name(fn, recompute)
+    per_layer = 3 * layer_forward_flops(model, B) + recompute_forward_flops(model, B, recompute)
+    return model.layers * per_layer + 3 * logit_forward_flops(model, B)
+
+
+def _check_model(fn: str, model) -> None:
+    if not isinstance(model, Model):
+        raise TypeError(f"{fn}: model must be a labkit.planner.Model, got {type(model).__name__}")
