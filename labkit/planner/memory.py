@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from labkit.checks import check_int
+from labkit.checks import check_int, check_real
 from labkit.memory.estimate import activation_bytes_per_layer
 from labkit.planner.grid import Plan, problems
 from labkit.planner.model import Model, _check_model
@@ -135,3 +135,24 @@ def memory_per_gpu(model: Model, plan: Plan, global_batch: int, sequence_paralle
     first = stage_memory(model, plan, global_batch, "first", sequence_parallel)
     last = stage_memory(model, plan, global_batch, "last", sequence_parallel)
     return first if first.total >= last.total else last
+
+
+def first_stage_bytes(num_params: float, layers: int, activation_bytes_per_layer: float, dp: int, tp: int, pp: int,
+                      micro_batches: int, zero_stage: int) -> float:
+    """The back-of-envelope bytes of a first-stage GPU (Lab 11's exercise ``fits_in_memory``):
+    mixed-precision model states of Ψ/(tp·pp) parameters with ZeRO ``zero_stage`` over dp, plus
+    min(m, pp) micro-batches × l/pp layers × ``activation_bytes_per_layer`` (one micro-batch,
+    already per tensor-parallel rank). `memory_per_gpu` adds what this leaves out: the embeddings'
+    exact share, the logits, recompute workspace, dropout masks."""
+    fn = "first_stage_bytes"
+    psi = check_real(fn, "num_params", num_params, positive=True)
+    layers = check_int(fn, "layers", layers, minimum=1)
+    act = check_real(fn, "activation_bytes_per_layer", activation_bytes_per_layer)
+    dp, tp, pp = (check_int(fn, n, v, minimum=1) for n, v in (("dp", dp), ("tp", tp), ("pp", pp)))
+    m = check_int(fn, "micro_batches", micro_batches, minimum=1)
+    if layers % pp:
+        raise ValueError(f"{fn}: pp ({pp}) must divide layers ({layers})")
+    if act < 0:
+        raise ValueError(f"{fn}: activation_bytes_per_layer must be >= 0, got {act}")
+    states = model_state_bytes(psi / (tp * pp), dp, zero_stage)
+    return states + min(m, pp) * (layers // pp) * act
