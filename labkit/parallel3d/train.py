@@ -170,7 +170,8 @@ def _sync_tied(stage: GPTStage, grid: Grid) -> None:
 
 
 def train_step(stage: GPTStage, grid: Grid, tokens: torch.Tensor, targets: torch.Tensor,
-               actions: list[Action], micro_batches: int, optimizer: torch.optim.Optimizer) -> StepInfo:
+               actions: list[Action], micro_batches: int,
+               optimizer: torch.optim.Optimizer) -> StepInfo:
     """One training step on this rank (module docstring). tokens, targets: this replica's
     (B/dp, s) rows; actions: this rank's part of the pipeline schedule."""
     optimizer.zero_grad(set_to_none=True)
@@ -178,11 +179,13 @@ def train_step(stage: GPTStage, grid: Grid, tokens: torch.Tensor, targets: torch
     xs, ys = tokens.chunk(m), targets.chunk(m)
     dtype = next(stage.parameters()).dtype
     with tp_group(grid.tp_group):
+        boundary = (xs[0].shape[0], xs[0].shape[1], cfg.hidden)          # (b, s, h)
         rec = run_step(actions, {stage.stage: stage}, grid.pp, m, xs if stage.first else None,
-                       ys if stage.last else None, (xs[0].shape[0], xs[0].shape[1], cfg.hidden), dtype,
+                       ys if stage.last else None, boundary, dtype,
                        group=grid.pp_group, loss_fn=stage.loss)
     timeline = [(repr(a), s, e) for a, s, e in rec.timeline]
-    for label, sync in (("dp all-reduce", _sync_data_parallel), ("embedding all-reduce", _sync_tied)):
+    syncs = (("dp all-reduce", _sync_data_parallel), ("embedding all-reduce", _sync_tied))
+    for label, sync in syncs:
         t = time.perf_counter()
         sync(stage, grid)
         timeline.append((label, t, time.perf_counter()))

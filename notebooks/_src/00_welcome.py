@@ -169,9 +169,10 @@ for which in ("exercises", "solutions"):
 # | 08 | pipeline parallelism: GPipe, 1F1B, interleaving, simulator and real executor |
 # | 09 | memory: where a step's bytes go, checkpointing, accumulation, mixed precision, offload, quantization |
 # | 10 | ZeRO-1/2/3 and FSDP: sharded optimizer states, gradients and parameters |
+# | 11 | 3D parallelism: dp × tp × pp on real ranks, a planner checked against Megatron-LM, placement |
 # | 12 | fault tolerance: atomic checkpoints, exact resume, killed ranks survived, Young/Daly, ABFT |
 #
-# Labs 11 and 13 (3D parallelism, ML compilers) follow the same pattern and are being written.
+# Lab 13 (ML compilers) follows the same pattern and is being written.
 #
 # **Summary.** `labkit.env.report()` tells you what you are running on; `labkit.dist.launch` runs
 # real ranks with bounded time and clear errors; `python -m labkit.grade` scores your exercises.
