@@ -255,6 +255,9 @@ def eval_loss(model: nn.Module, cfg: GPTConfig, batches: int = 4, batch_size: in
         return sum(float(model(*batch(cfg, batch_size, seed=5000 + i))[1]) for i in range(batches)) / batches
 
 
+QUANT_CFG = GPTConfig(layers=2, hidden=64, heads=4, seq_len=32, vocab=128)   # the tables' default model
+
+
 def train_gpt(cfg: GPTConfig, steps: int, lr: float = 3e-3, batch_size: int = 16, seed: int = 0) -> nn.Module:
     """``GPT(cfg, seed)`` after ``steps`` Adam steps on batches with seeds 0, 1, ... (a starting point)."""
     steps = check_int("train_gpt", "steps", steps, minimum=0)
@@ -272,7 +275,7 @@ def quantization_table(cfg: GPTConfig | None = None, train_steps: int = 200, bit
     """A GPT trained for ``train_steps`` steps (or ``model``, a trained ``GPT(cfg)``), its Linear
     weights (`linear_weights`, LM head included) quantized each way: the bytes those weights take
     (codes + scales) and the held-out loss against the fp32 model."""
-    cfg = cfg or GPTConfig(layers=2, hidden=64, heads=4, seq_len=32, vocab=128)
+    cfg = cfg or QUANT_CFG
     model = model if model is not None else train_gpt(cfg, train_steps)
     base = eval_loss(model, cfg)
     full = sum(model.get_parameter(n).numel() * model.get_parameter(n).element_size() for n in linear_weights(model))
@@ -334,7 +337,7 @@ def qat_vs_ptq(cfg: GPTConfig | None = None, train_steps: int = 200, qat_steps: 
                start: nn.Module | None = None) -> QATResult:
     """Post-training quantization of a trained GPT (``start``, or ``train_gpt(cfg, train_steps)``)
     against ``qat_steps`` steps of quantization-aware fine-tuning from it, and the control."""
-    cfg = cfg or GPTConfig(layers=2, hidden=64, heads=4, seq_len=32, vocab=128)
+    cfg = cfg or QUANT_CFG
     start = start if start is not None else train_gpt(cfg, train_steps)
     q = lambda m: eval_loss(quantize_model(m, bits, granularity, group_size).model, cfg)   # noqa: E731
     qat = qat_finetune(start, cfg, qat_steps, lr, bits, granularity, group_size)

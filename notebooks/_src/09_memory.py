@@ -324,7 +324,8 @@ else:
 # **Predict first:** int4 per tensor vs per channel: which costs less loss, and by how much?
 
 # %%
-print(quantize.quantization_table())
+trained = quantize.train_gpt(quantize.QUANT_CFG, 200)   # one trained model for both tables
+print(quantize.quantization_table(model=trained))
 
 # %% [markdown]
 # int8 is free at this scale; int4 costs loss, less with finer scales. Training *through* the
@@ -332,7 +333,7 @@ print(quantize.quantization_table())
 # pass the gradient through as if the rounding were the identity) recovers part of it:
 
 # %%
-q = quantize.qat_vs_ptq()
+q = quantize.qat_vs_ptq(start=trained)
 print(f"trained model {q.start:.4f}; quantized to int4 (PTQ) {q.ptq:.4f}")
 print(f"40 more steps through the int4 quantizer (QAT), quantized: {q.qat:.4f}")
 print(f"40 more plain steps (control): {q.control_fp32:.4f}, then quantized: {q.control_ptq:.4f}")
