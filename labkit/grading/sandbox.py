@@ -23,6 +23,7 @@ file-size limit, and no core dumps.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import pwd
 import resource
@@ -131,7 +132,7 @@ class Sandbox:
     def _bwrap_argv(self, submission_dir: Path, uses_cuda: bool) -> list[str]:
         argv = [bwrap_path(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
                 "--ro-bind", str(submission_dir), MOUNT]
-        for path in _under_tmp(REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix)):
+        for path in _under_tmp(REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix), worker_labkit_root()):
             argv += ["--ro-bind", str(path), str(path)]   # a checkout or venv in /tmp stays visible
         solutions = REPO_ROOT / "solutions"
         if solutions.is_dir():
@@ -148,6 +149,18 @@ class Sandbox:
     def needs_world_readable(self) -> bool:
         """True when workers run as another user and must be able to read the snapshot."""
         return self.runs_as_nobody()
+
+
+@functools.lru_cache(maxsize=1)
+def worker_labkit_root() -> Path:
+    """The folder holding the ``labkit`` a worker imports (``python -I`` ignores the working
+    directory and PYTHONPATH, so it is the one installed in this interpreter, which may differ from
+    the judge's own copy, as in a Gradescope autograder run from its unpacked source)."""
+    out = subprocess.run([sys.executable, "-I", "-c",
+                          "import importlib.util as u; print(u.find_spec('labkit').origin)"],
+                         capture_output=True, text=True, timeout=60)
+    origin = out.stdout.strip()
+    return Path(origin).resolve().parents[1] if out.returncode == 0 and origin else REPO_ROOT
 
 
 def _under_tmp(*paths: Path) -> list[Path]:

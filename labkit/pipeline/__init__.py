@@ -6,6 +6,10 @@
 - `async_sim`: PipeDream / PipeDream-2BW weight versions (asynchronous schedules)
 - `executor`: runs any valid schedule on real gloo ranks for an MLP split into stages
 - `torch_ref`: the same things through PyTorch's torch.distributed.pipelining, for cross-checks
+- `chimera`: explicit stage placement (two pipelines in opposite directions) and its simulator
+- `dualpipe`: DeepSeek-V3's DualPipe schedule, compared with 1F1B, ZB1P and Chimera
+- `terapipe`: token-level pipelining within a sequence; slicing by dynamic programming
+- `staleness`: weight staleness per stage of asynchronous pipelines (AMPNet, PipeMare)
 """
 from labkit.pipeline.schedules import (Action, ScheduleError, check_schedule, dependencies, is_valid,
                                        schedule, KINDS)

@@ -15,7 +15,9 @@
 # 3. show that the slowest stage sets the pace of the whole pipeline;
 # 4. count how many weight versions the asynchronous schedules (PipeDream, PipeDream-2BW) keep;
 # 5. run any schedule on real gloo ranks, with real sends and receives, and check that its
-#    gradients equal those of one process and those of PyTorch's `torch.distributed.pipelining`.
+#    gradients equal those of one process and those of PyTorch's `torch.distributed.pipelining`;
+# 6. compare bidirectional pipelines (Chimera, DualPipe) with 1F1B and zero bubble, slice one
+#    sequence into a token pipeline (TeraPipe), and count the staleness of asynchronous pipelines.
 #
 # A schedule here is plain data: for each rank, the list of actions it runs in order. An action is
 # `F`, the forward of one microbatch through one stage, or `B`, its backward. We print it as
@@ -418,7 +420,150 @@ for kind in ("gpipe", "1f1b"):
 V.pipeline_widget()
 
 # %% [markdown]
-# ## 8. Worked problems
+# ## 8. Four more designs: Chimera, DualPipe, TeraPipe, asynchronous pipelines
+#
+# Everything so far runs one pipeline, in one direction, over micro-batches, with a flush at the
+# end of the step. Each design below drops one of those assumptions. They are timed with the
+# same event simulator; the two bidirectional ones need a stage placement the lab's
+# `stage s on rank s mod p` cannot express, so `labkit.pipeline.chimera` adds an explicit one
+# (`Layout`) and `simulate_placed`, which gives exactly `simulate`'s results on the lab's own
+# placement (the tests check this schedule by schedule).
+#
+# ### 8.1 Chimera: two pipelines in opposite directions
+#
+# Chimera (Li & Hoefler, SC 2021) runs a *down* pipeline (model stage j on rank j) and an *up*
+# pipeline (model stage j on rank D−1−j) over the same D ranks. Half the micro-batches go each way,
+# each direction runs 1F1B, and the two per-rank lists are merged. Every rank therefore stores two
+# stages: **twice the weights** of 1F1B, and the two copies of a stage add up their gradients at
+# the end of the step. In the paper's slot model (forward and backward one slot each), a
+# direction's micro-batches enter every second slot, so on any rank the two directions'
+# forwards fall on slots of opposite parity, and so do their backwards — the merge never
+# collides (D even):
+
+# %%
+from labkit.pipeline import chimera, dualpipe, staleness, terapipe
+
+show(chimera.chimera_slots)
+
+# %% [markdown]
+# **Predict first:** D = 4 ranks, N = 4 micro-batches, forward = backward = 1. 1F1B takes
+# (N + D − 1)·2 = 14. How long does Chimera take, and what share of it is bubble?
+
+# %%
+D, N = 4, 4
+ch = chimera.simulate_placed(chimera.chimera_schedule(D, N), chimera.bidirectional_layout(D, N), 1, 1)
+display(HTML(figure_to_html(V.gantt(ch, "Chimera D=4 N=4 (virtual stage 0: down pipeline, 1: up)"))))
+print(chimera.chimera_table([(4, 4), (4, 8), (8, 8), (8, 16)]))
+
+# %% [markdown]
+# The simulator gives the paper's (D−2)/(2N+D−2) exactly, for N a multiple of D (Chimera runs
+# units of D micro-batches back to back): D − 2 idle slots per rank against 1F1B's 2(D − 1).
+# The activation sets peak at D in the middle ranks and D/2 + 1 at the ends, as the paper says.
+# The formula assumes forward = backward; with backward = 2 × forward each rank idles
+# (D−2)·B in one unit and (D−2)(B−F) more per extra unit (the next unit no longer slots into
+# the previous one's drain; the paper has refinements for this that we do not model):
+
+# %%
+print(chimera.chimera_table([(4, 4), (4, 8), (8, 8)], 1, 2))
+print("idle per rank, D=4 N=8, F=1 B=2:", chimera.chimera_idle(4, 8, 1, 2))
+
+# %% [markdown]
+# ### 8.2 DualPipe: both directions, overlapped and split
+#
+# **A common mistake** calls Chimera "DeepSeek's pipeline". DeepSeek-V3 trains with **DualPipe**
+# (DeepSeek-V3 technical report, 2024): also two directions over the same ranks (so also twice the
+# parameters), but built for overlap. In the steady state a rank runs the forward of one
+# direction and the backward of the other as *one overlapped block* (F&B), so that one's
+# communication hides behind the other's compute; near the ends, backwards are split into I
+# (input gradient) and a deferred W (weight gradient), as in zero bubble. Our
+# `dualpipe_schedule` replays the eight steps of DeepSeek's reference implementation
+# (`DualPipe.step`) as lab actions, one neighbouring F, B pair per overlapped block; the
+# simplification is that a result reaches the next rank the moment it is computed.
+#
+# The report compares bubbles in time units: F a forward chunk, B a full backward, W its
+# weight part, F&B an overlapped pair: 1F1B (PP−1)(F+B), ZB1P (PP−1)(F+B−2W) and DualPipe
+# (PP/2−1)(F&B+B−3W), with PP, PP and PP+1 activation sets per device.
+#
+# **Predict first:** PP = 8, m = 16, F = 1, B = 2, W = 1. 1F1B idles 7·3 = 21 and ZB1P
+# 7·1 = 7 time units. And DualPipe, with F&B = F + B = 3 (no overlap gain) and with F&B = 2.5?
+
+# %%
+print(dualpipe.comparison_table([(8, 16, 1, 2, 1, None), (8, 16, 1, 2, 1, Fraction(5, 2)),
+                                 (4, 8, 1, 2, 1, None)]))
+dp = dualpipe.simulate_dualpipe(4, 8, 1, 2, 1)
+display(HTML(figure_to_html(V.gantt(dp, "DualPipe PP=4 m=8 (virtual stage 0: enters at rank 0, 1: at rank 3)"))))
+
+# %% [markdown]
+# "bubble" is the largest idle time of a rank (makespan minus its compute; when F&B < F + B the
+# middle ranks, which overlap least, idle most). The report's three formulas come out exactly,
+# and so do its activation counts (PP + 1 on every rank for DualPipe). The DualPipe formula holds
+# in our simulator when the input-gradient part I = B − W equals F (and W ≤ F), the usual
+# zero-bubble setting; with F > I ≥ W we measure (PP/2−1)(F&B+F−2W) instead (the tests sweep
+# both). Chimera, in the same units, idles more than ZB1P here: it has no split backward.
+#
+# ### 8.3 TeraPipe: pipelining the tokens of one sequence
+#
+# With one very long sequence per step there are no micro-batches to pipeline. TeraPipe (Li et
+# al., ICML 2021) pipelines **slices of tokens** instead: in a causal transformer slice j needs
+# only slices ≤ j, so stage s can run slice j as soon as stage s−1 has passed it on and stage s
+# has finished slice j−1 (whose keys and values it attends to). A later slice costs more: it
+# attends over a longer prefix. With K equal stages the latency is Σ t_j + (K−1)·max t_j; many
+# small slices shrink the second term but pay a per-slice overhead each. The paper chooses the
+# slicing by dynamic programming over a bound t_max on the slice time:
+
+# %%
+show(terapipe.optimal_slicing)
+
+# %% [markdown]
+# **Predict first:** a sequence of L = 32 blocks of tokens on K = 8 stages. Will the best slices
+# be equal, longer at the start, or longer at the end?
+
+# %%
+print(terapipe.slicing_table([(16, 4), (32, 8)]))
+print("L=10, K=4: DP", terapipe.optimal_slicing(10, 4)[0], "| brute force over all 512 slicings",
+      terapipe.brute_force_slicing(10, 4)[0])
+
+# %% [markdown]
+# Slicing at all is the big win (32 blocks on 8 stages: about 3.4 × faster than the whole
+# sequence); the DP's gain over the best equal slicing is a few per cent here. Its slices shrink
+# along the sequence, so that the late slices, which see the longest prefix, do not set max t_j.
+#
+# ### 8.4 Asynchronous pipelines: no flush, stale weights
+#
+# AMPNet (Gaunt et al., 2017) and PipeMare (Yang et al., 2021) drop the flush: each stage applies
+# its update as soon as its gradient for a micro-batch is ready. No bubble — but a micro-batch's
+# forward on stage s uses weights some updates older than those its backward finds. We count that
+# staleness from timed runs on two machines: one processor per stage alternating F and B (the
+# 1F1B order, run for many micro-batches), and a fully pipelined machine that runs a forward and
+# a backward per tick on every stage (AMPNet's and PipeMare's setting).
+#
+# **Predict first:** p = 4 stages, one update per micro-batch. How many updates behind is stage
+# 0's forward on each machine?
+
+# %%
+print(staleness.staleness_table(4, (1, 2)))
+
+# %% [markdown]
+# Stage s (from 0) is p−1−s updates stale on the alternating machine and 2(p−s)−1 on the fully
+# pipelined one (PipeMare counts stages from 1: 2(P−i)+1); accumulating N micro-batches per update
+# divides by N, rounded up. What does it do to training? A 4-layer tanh network learns a random
+# teacher, one SGD step per micro-batch, its forwards delayed as above. PipeMare proposes two
+# remedies, tried here in simplified form: *learning-rate rescheduling* (a stage with delay τ
+# takes steps divided by τ, early on or throughout) and *discrepancy correction* (the backward
+# uses the current weights moved back along their recent drift, towards those the forward saw).
+
+# %%
+print(staleness.training_table(4, (0.4, 1.2)))
+
+# %% [markdown]
+# At the smaller step the delays cost a little; at the larger one the fully pipelined run
+# diverges where synchronous SGD converges. Stashing or correcting the backward's weights does
+# not save it: the trouble is the delayed forward, and only smaller steps for the most delayed
+# stages keep it stable (here dividing by τ throughout; annealed back to the full step it ends
+# close to the edge).
+
+# %% [markdown]
+# ## 9. Worked problems
 #
 # Try each before opening the answer. (Stage times: forward 1, backward 2 unless stated.)
 #
@@ -484,6 +629,14 @@ V.pipeline_widget()
 # * D. Narayanan et al., *Efficient Large-Scale Language Model Training on GPU Clusters Using
 #   Megatron-LM*, SC 2021 — the interleaved schedule.
 # * P. Qi et al., *Zero Bubble Pipeline Parallelism*, ICLR 2024.
+# * S. Li and T. Hoefler, *Chimera: Efficiently Training Large-Scale Neural Networks with
+#   Bidirectional Pipelines*, SC 2021.
+# * DeepSeek-AI, *DeepSeek-V3 Technical Report*, 2024 — DualPipe; reference implementation at
+#   <https://github.com/deepseek-ai/DualPipe>.
+# * Z. Li et al., *TeraPipe: Token-Level Pipeline Parallelism for Training Large-Scale Language
+#   Models*, ICML 2021.
+# * A. Gaunt et al., *AMPNet: Asynchronous Model-Parallel Training for Dynamic Neural Networks*,
+#   2017; B. Yang et al., *PipeMare: Asynchronous Pipeline Parallel DNN Training*, MLSys 2021.
 # * PyTorch, *torch.distributed.pipelining*:
 #   <https://pytorch.org/docs/stable/distributed.pipelining.html>.
 #
@@ -498,6 +651,12 @@ V.pipeline_widget()
 # * GPipe and 1F1B are synchronous. PipeDream keeps p−s weight versions on stage s; 2BW keeps 2.
 # * A schedule is data: our executor runs any valid one on real ranks and matches one process
 #   and PyTorch's `torch.distributed.pipelining`, gradient for gradient.
+# * Two directions over the same ranks halve the bubble for twice the weights: Chimera idles
+#   D−2 slots against 1F1B's 2(D−1); DualPipe (DeepSeek-V3) adds overlapped F&B blocks and split
+#   backwards and idles (PP/2−1)(F&B+B−3W), holding PP+1 activation sets.
+# * TeraPipe pipelines token slices of one sequence; its DP picks slices that shrink along the
+#   sequence. Without a flush, stage s runs 2(p−s)−1 updates stale (fully pipelined) and large
+#   steps diverge unless the most delayed stages take smaller ones.
 #
 # **Exercises** (in `exercises/lab08_pipeline.py`): the 1F1B generator `schedule_1f1b`, the
 # bubble formula `bubble_fraction`, and `stage_backward`, the receive–backward–send of one stage
