@@ -500,3 +500,30 @@ def lab12_resume(module, steps: int = 8, stop: int = 4):
     from labkit.checkpoint.experiments import resume_experiment
 
     return resume_experiment(module.resume_state, steps, stop)
+
+
+# ------------------------------------------------------------------ Lab 13: graph passes
+def lab13_fx_pass(module, fn_name: str, cases: list, seed: int):
+    """Run ``module.<fn_name>`` (a pass GraphModule -> GraphModule) on each `labkit.compiler.fx_cases`
+    case. Per case: the result's nodes as (op, target) strings, its outputs on the case's inputs
+    drawn from ``seed`` (torch's RNG seeded with ``seed`` before the call), whether the given module
+    still computes and prints as before, and the error if the pass raised."""
+    from torch import fx
+
+    from labkit.compiler import fx_cases
+
+    out = []
+    for case in cases:
+        gm = fx_cases.build(case)
+        code = gm.code
+        try:
+            result = getattr(module, fn_name)(gm)
+            if not isinstance(result, fx.GraphModule):
+                raise TypeError(f"{fn_name} returned {type(result).__name__}, not a GraphModule")
+            outputs = fx_cases.run(result, fx_cases.inputs(case, seed), seed)
+            out.append({"nodes": fx_cases.summary(result), "outputs": list(outputs), "unchanged": gm.code == code,
+                        "error": None})
+        except Exception as e:  # noqa: BLE001 - the submission's failure is reported as data
+            out.append({"nodes": [], "outputs": [], "unchanged": gm.code == code,
+                        "error": f"{type(e).__name__}: {e}"[:300]})
+    return out

@@ -1,0 +1,96 @@
+"""Lab 13 exercises: ML compilers (your work: replace each raise with code).
+
+- ``vjp``: reverse-mode backward rules for a few ops of the lab's graph IR;
+- ``dead_code_elimination``, ``constant_folding``, ``common_subexpression_elimination``: three
+  classic passes on torch.fx graphs;
+- ``transactions``: how many memory transactions one warp's access needs (the GPU model).
+
+The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start from
+``gm = copy.deepcopy(gm)``, edit ``gm.graph`` (``graph.erase_node``, ``node.replace_all_uses_with``,
+``graph.inserting_before``, ``graph.get_attr``), then ``gm.graph.lint(); gm.recompile()``. Use
+``has_side_effects(node)`` and ``is_random(node)`` (imported below) to know which nodes must stay.
+"""
+import copy  # noqa: F401
+
+import torch  # noqa: F401
+from torch import fx  # noqa: F401
+
+from labkit.compiler.fx_passes import has_side_effects, is_random  # noqa: F401
+
+
+def vjp(op, inputs, output, grad_output, attrs=None):
+    """Gradients of a scalar loss L with respect to each input of one op, given ∂L/∂output.
+
+    op: one of "mul", "div", "matmul", "tanh", "exp", "log", "sum", "relu".
+    inputs: list of tensors, the op's operands (two for mul, div, matmul; one otherwise); the
+    elementwise ops here take operands of equal shape. output: the op's result on them.
+    grad_output: ∂L/∂output, a tensor of output's shape. attrs: for "sum", {"axis": None} (all
+    elements summed, output shape ()) or {"axis": k} (axis k summed away; k may be negative);
+    None or ignored for the other ops.
+    Returns a list with one tensor per input, ∂L/∂input, each of that input's shape.
+    Rules: mul a·b -> [g·b, g·a]; div a/b -> [g/b, −g·a/b²]; matmul a (m, k) @ b (k, n) ->
+    [g @ bᵀ, aᵀ @ g]; tanh -> g·(1 − output²); exp -> g·output; log -> g/a; relu -> g where a > 0,
+    else 0 (0 at a = 0); sum -> g broadcast back to the input's shape.
+    """
+    raise NotImplementedError("hint: one branch per op; for sum with an axis, g.unsqueeze(axis).expand_as(a)")
+
+
+def dead_code_elimination(gm):
+    """Remove the nodes whose results are never used. Returns a new GraphModule (gm unchanged).
+
+    A node is removed when it is a "get_attr", "call_function", "call_method" or "call_module"
+    node, has no users (after the removals so far: a whole dead chain goes), and
+    has_side_effects(node) is False. Placeholders (even unused ones), the output and every node
+    with side effects (e.g. ``y.add_(1)``, whose result nobody reads but which changes y) stay, in
+    their order. The result computes exactly the same outputs as gm.
+    """
+    raise NotImplementedError("hint: walk reversed(list(gm.graph.nodes)) so users are seen before their inputs; "
+                              "erase a node when it qualifies")
+
+
+def constant_folding(gm):
+    """Compute once whatever depends only on constants. Returns a new GraphModule (gm unchanged).
+
+    Constants: a "get_attr" node whose value is a tensor with requires_grad False (buffers;
+    trainable parameters are NOT constants); a "call_function" or "call_method" node that is
+    neither random nor has side effects and whose input nodes (``node.all_input_nodes``) are all
+    constants — evaluate it on their values, under torch.no_grad(). With
+    ``interp = fx.Interpreter(gm)``: ``interp.fetch_attr(node.target)`` is a get_attr's value, and
+    ``interp.call_function(node.target, args, kwargs)`` / ``interp.call_method(...)`` evaluate a
+    call on values (``fx.node.map_arg(node.args, values.__getitem__)`` turns its node arguments
+    into values).
+    Then each constant call node used by some non-constant node (or by the output) is replaced by
+    a "get_attr" of a new buffer holding its value (``gm.register_buffer(name, value)`` with a
+    fresh name, e.g. "_folded", "_folded_1", ...), and the constant nodes left without users are
+    removed. The outputs stay exactly the same.
+    """
+    raise NotImplementedError("hint: one pass in order filling {node: value} for constants; then insert "
+                              "get_attr nodes before the constants that non-constants use, and erase the rest")
+
+
+def common_subexpression_elimination(gm):
+    """Merge nodes that compute the same value. Returns a new GraphModule (gm unchanged).
+
+    Two call nodes are the same when they have the same op, the same target, the same positional
+    arguments and the same keyword arguments — node arguments must be the same node, literal
+    arguments equal AND of the same type (x + 1 differs from x + 1.0; dim=0 differs from dim=1).
+    Keep the first of them: every use of a later one is redirected to it, and the later one is
+    erased. Never merge a random node (two torch.rand_like calls are two draws) or a node with
+    side effects, and forget everything seen so far when you pass a node with side effects (what
+    was computed before it may differ after it). Placeholders and the output are never merged.
+    """
+    raise NotImplementedError("hint: key = (node.op, node.target, args, kwargs) with literals tagged by "
+                              "type(value); a dict from key to the first node")
+
+
+def transactions(addresses, segment_bytes=128):
+    """The number of aligned memory segments one warp's access touches (its memory transactions).
+
+    addresses: a list of at most 32 entries, one per lane in order: the byte address (an int >= 0)
+    that lane reads, or None for an inactive lane. segment_bytes: a power of two (128 for a
+    transaction, 32 for a sector). Return the number of distinct segments address //
+    segment_bytes among the active lanes (0 if none is active).
+    Example: 32 lanes reading consecutive 4-byte floats from address 0 -> 1; with a stride of 2
+    floats -> 2.
+    """
+    raise NotImplementedError("hint: a set of address // segment_bytes over the lanes that are not None")
