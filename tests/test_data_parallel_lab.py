@@ -28,7 +28,7 @@ def test_overlap_table_combines_the_measured_parts_with_the_formulas():
     m = lab.measure_overlap(lab.SMALL, batch_per_rank=2, cap_mb=0.004, steps=1)
     t = lab.overlap_table(m)
     assert t.column("variant") == ["naive", "per-parameter", "bucketed"]
-    assert t.column("all-reduces") == [len(m.nbytes), len(m.nbytes), len(m.buckets)]
+    assert t.column("AR calls") == [len(m.nbytes), len(m.nbytes), len(m.buckets)]
     per = lab.comm_times(m, bucketed=False)
     assert t.column("model")[1] == pytest.approx(overlap_step_time(m.fwd, m.bwd, per) * 1e3)
     assert t.column("model")[0] == pytest.approx((m.fwd + m.bwd + sum(per)) * 1e3)

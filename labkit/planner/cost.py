@@ -18,11 +18,12 @@ pipeline, v model chunks per pipeline rank (`predict`, each part in seconds):
     compute   m × FLOPs of one micro-batch on the busiest GPU / (peak_flops · flops_efficiency);
               the busiest GPU is on the last stage, which also runs the logit layer:
               ((l/pp)·(3·F_layer + F_recompute) + 3·F_logit) / tp   (`labkit.planner.model`)
-    tp        m · (l/pp) · k all-reduces of b·s·h 16-bit elements over the tp group, where
-              k = 4 (Megatron's f and g operators: 2 in forward, 2 in backward) + 2 with full
-              recomputation (the forward runs again); not overlapped with compute
+    tp        m · (l/pp) · k all-reduces of b·s·h elements of w bytes (``bytes_per_element``: 2 for
+              16-bit activations) over the tp group, where k = 4 (Megatron's f and g operators:
+              2 in forward, 2 in backward) + 2 with full recomputation (the forward runs again);
+              not overlapped with compute
     pp        m · 2v point-to-point messages (activation forward, gradient backward, at each of
-              the v chunk boundaries) of b·s·h·2/tp bytes each — Megatron's scatter/gather sends
+              the v chunk boundaries) of b·s·h·w/tp bytes each — Megatron's scatter/gather sends
               1/tp of the tensor from each tp rank
     bubble    (pp − 1)/(v·m) × (compute + tp): the pipeline's fill and drain (1F1B: (p−1)/m of the
               ideal time; interleaved: (p−1)/(v·m); `labkit.pipeline.simulate` gives the same)
@@ -192,10 +193,12 @@ def _ring_half_time(cluster: Cluster, n: int, nbytes: float, nodes_spanned: int)
 
 
 def predict(model: Model, cluster: Cluster, plan: Plan, global_batch: int, *, sequence_parallel: bool = False,
-            grad_bytes: float = 2) -> Prediction:
+            grad_bytes: float = 2, bytes_per_element: float = 2) -> Prediction:
     """Predicted time, FLOP rates and memory of one iteration of ``plan`` (module docstring).
     The plan must use all of ``cluster.gpus`` and satisfy `labkit.planner.grid.problems`
-    (tensor-parallel groups may cross nodes here: they are just slow)."""
+    (tensor-parallel groups may cross nodes here: they are just slow). ``grad_bytes``: bytes per
+    gradient element in the dp all-reduce; ``bytes_per_element``: bytes per activation element in
+    the tp all-reduces and pp messages (2 for 16-bit training; 4 or 8 for a float32/float64 run)."""
     fn = "predict"
     _check_model(fn, model)
     if not isinstance(cluster, Cluster):
@@ -204,19 +207,23 @@ def predict(model: Model, cluster: Cluster, plan: Plan, global_batch: int, *, se
         raise TypeError(f"{fn}: plan must be a labkit.planner.Plan, got {type(plan).__name__}")
     B = check_int(fn, "global_batch", global_batch, minimum=1)
     check_real(fn, "grad_bytes", grad_bytes, positive=True)
+    check_real(fn, "bytes_per_element", bytes_per_element, positive=True)
     wrong = problems(model, plan, B, cluster.gpus)
     if wrong:
         raise ValueError(f"{fn}: {wrong[0]}")
-    return _predict(model, cluster, plan, B, sequence_parallel, grad_bytes)
+    return _predict(model, cluster, plan, B, sequence_parallel, grad_bytes,
+                    bytes_per_element=bytes_per_element)
 
 
 def _predict(model: Model, cluster: Cluster, plan: Plan, B: int, sequence_parallel: bool = False,
-             grad_bytes: float = 2, memory: MemoryEstimate | None = None) -> Prediction:
+             grad_bytes: float = 2, memory: MemoryEstimate | None = None,
+             bytes_per_element: float = 2) -> Prediction:
     """`predict` without the argument checks (the search calls it for thousands of plans)."""
     t, p, d, b, v = plan.tp, plan.pp, plan.dp, plan.micro_batch, plan.virtual_stages
     g = cluster.gpus_per_node
     m = B // (d * b)
     s, h = model.seq_len, model.hidden
+    w = bytes_per_element
     rate = cluster.peak_flops * cluster.flops_efficiency
 
     layer = 3 * layer_forward_flops(model, b) + recompute_forward_flops(model, b, plan.recompute)
@@ -225,12 +232,12 @@ def _predict(model: Model, cluster: Cluster, plan: Plan, B: int, sequence_parall
 
     tp_nodes = worst_span("tp", d, t, p, g)
     per_layer = 6 if plan.recompute == "full" else 4
-    tp_comm = m * (model.layers // p) * per_layer * all_reduce_time(cluster, t, 2 * b * s * h, tp_nodes)
+    tp_comm = m * (model.layers // p) * per_layer * all_reduce_time(cluster, t, w * b * s * h, tp_nodes)
 
     pp_comm = 0.0
     if p > 1:
         alpha, bw = cluster.link(worst_span("pp", d, t, p, g))
-        pp_comm = m * 2 * v * (alpha + 2 * b * s * h / t / bw)
+        pp_comm = m * 2 * v * (alpha + w * b * s * h / t / bw)
 
     bubble = (p - 1) / (v * m) * (compute + tp_comm)
 
