@@ -18,6 +18,7 @@ GPU only. On a CPU `demo` returns `GPU_MESSAGE` and `measure` raises RuntimeErro
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
@@ -118,8 +119,8 @@ def measure(kernels: int = 200, size: int = 1024, repeat: int = 20, device: str 
 def demo(kernels: int = 200, size: int = 1024) -> str:
     """A short report of `measure`, or `GPU_MESSAGE` on a machine without CUDA."""
     if not available():
-        return GPU_MESSAGE
+        return textwrap.fill(GPU_MESSAGE, 100)
     r = measure(kernels, size)
     return (f"{r.kernels} small kernels on {r.size} elements: eager {r.eager_s * 1e3:.3f} ms "
-            f"({r.eager_us_per_kernel:.1f} us/kernel), CUDA graph {r.graph_s * 1e3:.3f} ms "
+            f"({r.eager_us_per_kernel:.1f} us/kernel),\nCUDA graph {r.graph_s * 1e3:.3f} ms "
             f"({r.graph_us_per_kernel:.1f} us/kernel): {r.speedup:.1f}x, max diff {r.max_error:.1e}")

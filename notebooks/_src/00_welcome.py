@@ -171,8 +171,9 @@ for which in ("exercises", "solutions"):
 # | 10 | ZeRO-1/2/3 and FSDP: sharded optimizer states, gradients and parameters |
 # | 11 | 3D parallelism: dp × tp × pp on real ranks, a planner checked against Megatron-LM, placement |
 # | 12 | fault tolerance: atomic checkpoints, exact resume, killed ranks survived, Young/Daly, ABFT |
+# | 13 | ML compilers: graphs and autodiff, torch.fx passes, inside torch.compile, autotuning |
 #
-# Lab 13 (ML compilers) follows the same pattern and is being written.
+# A good order: 00–05, then 13 (it builds on Labs 01–04), then 06–12.
 #
 # **Summary.** `labkit.env.report()` tells you what you are running on; `labkit.dist.launch` runs
 # real ranks with bounded time and clear errors; `python -m labkit.grade` scores your exercises.

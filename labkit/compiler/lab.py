@@ -1,0 +1,210 @@
+"""The Lab 13 notebook's one-liners, and its "check your work" pictures.
+
+    mlp_both_ways()                 the MLP as an IR graph and eagerly: listing, outputs, gradients
+    pass_table(timed=False)         each torch.fx pass: nodes, aten ops, max |change|; seconds if timed
+    rewrite_table()                 greedy vs relaxed search on a graph where greedy is stuck
+    recompile_table(lengths)        compiles over varying shapes: static, automatic, dynamic
+    autotune_table(measure, ...)    exhaustive vs random vs cost-model search: best found vs evaluations
+    picture(exercise)               a learner's function next to the lab's answer
+
+Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from labkit.compiler import autotune, fx_cases, fx_passes, inside_compile, ir, rewrite_search
+from labkit.compiler.autodiff import grad, vjp
+from labkit.compiler.fx_measure import count_launches, count_nodes, max_abs_diff, measure_pass
+from labkit.gpu_model.coalescing import strided_addresses, transactions
+from labkit.table import Table
+
+
+def mlp_both_ways(batch: int = 4, d_in: int = 3, d_hidden: int = 5, d_out: int = 2, seed: int = 0) -> dict:
+    """The IR's MLP next to eager PyTorch: {"listing": forward listing, "backward": listing of the
+    backward graph, "loss_equal": bool, "grad_diff": max |IR grad − autograd grad| over the weights}."""
+    graph, loss, _ = ir.build_mlp(batch, d_in, d_hidden, d_out)
+    feeds = ir.mlp_feeds(batch, d_in, d_hidden, d_out, seed)
+    forward = graph.listing([loss])
+    grads = grad(graph, loss, ["W1", "b1", "W2", "b2"])
+    values = ir.run(graph, feeds, [loss, *grads.values()])
+    leaves = {k: feeds[k].clone().requires_grad_(k in grads) for k in feeds}
+    eager_loss, _ = ir.mlp_eager(leaves["x"], leaves["W1"], leaves["b1"], leaves["W2"], leaves["b2"], leaves["target"])
+    eager_loss.backward()
+    diff = max(float((v - leaves[k].grad).abs().max()) for k, v in zip(grads, values[1:]))
+    return {"listing": forward, "backward": graph.listing(list(grads.values())),
+            "loss_equal": bool(torch.equal(values[0], eager_loss.detach())), "grad_diff": diff}
+
+
+class _ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(4)
+        with torch.random.fork_rng(devices=[]):     # nn's own init draws from the global RNG
+            torch.manual_seed(4)
+            self.conv, self.bn = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+        with torch.no_grad():
+            self.bn.running_mean.copy_(torch.randn(8, generator=g))
+            self.bn.running_var.copy_(torch.rand(8, generator=g) + 0.5)
+        self.eval()
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+class _QKV(nn.Module):
+    def __init__(self, d: int = 64):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(5)
+            self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.q(x) * self.k(x) + self.v(x)
+
+
+class _Chain(nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(torch.relu(x * 2 + 1) - 0.5) * x
+
+
+def _pass_cases():
+    """(name, pass, GraphModule or module, inputs) for each pass, float64 inputs fixed by seed."""
+    g = torch.Generator().manual_seed(6)
+    return [("dead code elimination", fx_passes.dead_code_elimination, fx_cases.build("dead_chain"),
+             fx_cases.inputs("dead_chain", 0)),
+            ("constant folding", fx_passes.constant_folding, fx_cases.build("frozen_adapter"),
+             fx_cases.inputs("frozen_adapter", 0)),
+            ("common subexpressions", fx_passes.common_subexpression_elimination, fx_cases.build("repeats"),
+             fx_cases.inputs("repeats", 0)),
+            ("elementwise fusion", fx_passes.fuse_elementwise, torch.fx.symbolic_trace(_Chain()),
+             [torch.randn(256, 256, generator=g)]),
+            ("conv + batch norm", fx_passes.fold_conv_bn, torch.fx.symbolic_trace(_ConvBN()),
+             [torch.randn(2, 3, 16, 16, generator=g)]),
+            ("QKV concatenation", fx_passes.concat_qkv, torch.fx.symbolic_trace(_QKV()),
+             [torch.randn(32, 64, generator=g)])]
+
+
+def pass_table(timed: bool = False) -> Table:
+    """Each pass on a small model: graph nodes and aten ops (kernel launches) before -> after, and the
+    largest change in the outputs; with ``timed``, microseconds before -> after (median, one thread)."""
+    rows = []
+    for name, fn, gm, args in _pass_cases():
+        if timed:
+            m = measure_pass(gm, fn, args, name=name)
+            rows.append(m.row())
+            continue
+        after = fn(gm)
+        with torch.no_grad():
+            diff = max_abs_diff(gm(*args), after(*args))
+        rows.append([name, f"{count_nodes(gm)} -> {count_nodes(after)}",
+                     f"{count_launches(gm, *args)} -> {count_launches(after, *args)}", f"{diff:.1e}"])
+    if timed:
+        return Table(["pass", "nodes", "aten ops", "µs", "speed-up", "max |Δ|"], rows, title="each pass, timed")
+    return Table(["pass", "nodes", "aten ops", "max |Δ output|"], rows, title="each pass on a small model")
+
+
+def rewrite_table(alphas=(1.0, 1.05)) -> Table:
+    """Greedy vs TASO's relaxed search on `rewrite_search.stuck_example`: cost found (model seconds,
+    relative to the start) and the rewrites applied."""
+    e = rewrite_search.stuck_example()
+    rows = []
+    g = rewrite_search.greedy_search(e)
+    rows.append(("greedy", "-", g.cost / g.start_cost, len(g.path), str(g.best)))
+    for a in alphas:
+        r = rewrite_search.backtracking_search(e, alpha=a)
+        rows.append(("relaxed", a, r.cost / r.start_cost, len(r.path), str(r.best)))
+    return Table(["search", "alpha", "cost / start", "rewrites", "result"], rows,
+                 formats={"cost / start": ".3f"}, title=f"start: {e}")
+
+
+def wrong_rule_verdict() -> str:
+    """What random testing says of the deliberately wrong rule (AB)ᵀ -> AᵀBᵀ."""
+    rule = rewrite_search.WRONG_RULES[0]
+    verdict = rewrite_search.verify_rule(rule)
+    return f"{rule.name}: {'kept' if verdict.ok else 'rejected'} ({verdict.reason})"
+
+
+def recompile_table(lengths=(5, 9, 17, 33, 65, 12, 100, 7)) -> Table:
+    """How many times torch.compile compiles a row-wise function over inputs (L, 16) of these
+    lengths, per setting (eager backend: counts only, no code generated)."""
+    def f(x):
+        return torch.softmax(x * 2, dim=-1).sum(-1)
+
+    inputs = [(torch.randn(n, 16),) for n in lengths]
+    rows = []
+    for name, kw in (("dynamic=False", {"dynamic": False, "recompile_limit": 64}),
+                     ("default (automatic dynamic)", {"dynamic": None}),
+                     ("dynamic=True", {"dynamic": True})):
+        stats = inside_compile.count_compiles(f, inputs, backend="eager", **kw)
+        rows.append((name, stats.compiles, str(stats.compiled_at)))
+    return Table(["setting", "compiles", "at calls"], rows, title=f"{len(lengths)} calls, lengths {list(lengths)}")
+
+
+def autotune_table(measure=None, budget: int = 40, seeds=range(10)) -> Table:
+    """Mean best-found / optimum after k evaluations for exhaustive, random and cost-model search
+    over Lab 03's blocked-matmul tile sizes (``measure`` defaults to the synthetic cost surface)."""
+    space = autotune.blocked_space()
+    result = autotune.compare(space, measure or autotune.synthetic_cost, budget, seeds)
+    ks = [k for k in (5, 10, 20, 40) if k <= budget]
+    rows = [(m, *[float(result["curves"][m][k - 1]) for k in ks]) for m in ("exhaustive", "random", "model")]
+    return Table(["search", *[f"k={k}" for k in ks]], rows, formats={f"k={k}": ".3f" for k in ks},
+                 title=f"{len(space)} tile configs, best found / optimum after k evaluations "
+                       f"({len(list(seeds))} seeds); best " + " ".join(f"{k}={v}" for k, v in result["best_config"].items()))
+
+
+# ------------------------------------------------------------------------------------ pictures
+
+def vjp_picture(fn) -> Table:
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 3, generator=g, dtype=torch.float64), torch.rand(2, 3, generator=g, dtype=torch.float64) + 1
+    m = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    cases = [("mul", [a, b], a * b, None), ("div", [a, b], a / b, None), ("tanh", [a], a.tanh(), None),
+             ("exp", [a], a.exp(), None), ("log", [b], b.log(), None), ("relu", [a], a.relu(), None),
+             ("matmul", [a, m], a @ m, None), ("sum", [a], a.sum(1), {"axis": 1})]
+    rows = []
+    for op, ins, out, attrs in cases:
+        grad_out = torch.ones_like(out)
+        want = vjp(op, ins, out, grad_out, attrs)
+        try:
+            got = fn(op, ins, out, grad_out, attrs)
+            diff = max(float((x - y).abs().max()) for x, y in zip(got, want))
+            rows.append((op, f"{diff:.1e}", "yes" if diff < 1e-12 else "NO"))
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - one op's error shown in its row
+            rows.append((op, f"{type(e).__name__}", "NO"))
+    return Table(["op", "max |yours − ours|", "right"], rows, title="your vjp rules, on one input each")
+
+
+def pass_picture(name: str):
+    def draw(fn) -> Table:
+        rows = []
+        for case in fx_cases.FOR_PASS[name]:
+            gm = fx_cases.build(case)
+            mine, ours = fn(gm), getattr(fx_passes, name)(gm)
+            args = fx_cases.inputs(case, 0)
+            same = all(torch.equal(x, y) for x, y in zip(fx_cases.run(mine, args), fx_cases.run(ours, args)))
+            rows.append((case, count_nodes(gm), count_nodes(mine), count_nodes(ours), "yes" if same else "NO"))
+        return Table(["graph", "nodes", "yours leaves", "ours leaves", "same outputs"], rows, title=name)
+    return draw
+
+
+def transactions_picture(fn) -> Table:
+    rows = []
+    for stride in (1, 2, 4, 8, 32, 64):
+        addresses = strided_addresses(stride)
+        rows.append((stride, fn(addresses, 128), transactions(addresses, 128), fn(addresses, 32),
+                     transactions(addresses, 32)))
+    return Table(["stride (floats)", "yours, 128 B", "ours, 128 B", "yours, 32 B", "ours, 32 B"], rows,
+                 title="one warp of 32 lanes reading 4-byte floats")
+
+
+def picture(exercise: str):
+    """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab13_compilers.py."""
+    draw = {"vjp": vjp_picture, "transactions": transactions_picture,
+            "dead_code_elimination": pass_picture("dead_code_elimination"),
+            "constant_folding": pass_picture("constant_folding"),
+            "common_subexpression_elimination": pass_picture("common_subexpression_elimination")}[exercise]
+    return lambda fn: print(draw(fn))
