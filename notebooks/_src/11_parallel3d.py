@@ -122,8 +122,13 @@ display(HTML(figure_to_html(V.timeline_figure(lab.timeline_of(runs[0])))))
 
 # %% [markdown]
 # On 2 cores, 8 processes take turns, so the picture is stretched; the order of events is the
-# point. `benchmarks/planner_cpu.py` times every grid and compares the planner's predictions with
-# the measurements. For more machines, the same training runs under torchrun:
+# point. `benchmarks/planner_cpu.py` times every grid of 4 and 8 ranks and compares them with the
+# planner of section 5, its constants measured here (Lab 01's matmul rate, Lab 05's α and β). The
+# planner ranks them poorly on this machine (its table, `benchmarks/results/planner_cpu.md`, has
+# the rank correlations), and the reasons are instructive: with more processes than cores an idle
+# pipeline stage lends its core to another rank, so the bubble costs nothing; and per-call
+# overheads, not FLOPs, dominate such a small model. A GPU gives each rank its own device, which
+# is what the planner assumes. For more machines, the same training runs under torchrun:
 # `torchrun --nproc-per-node 8 -m labkit.parallel3d.torchrun_3d --dp 2 --tp 2 --pp 2`.
 #
 # ## 3. FLOPs per iteration
