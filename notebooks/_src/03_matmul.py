@@ -9,7 +9,10 @@
 #    tiling (`n³/v2 + n³/v1`), including the ceil-generalised forms when tiles do not divide n;
 # 3. follow the GPU kernels v1 → v3 (one output per thread, V×V per thread, outer products,
 #    shared-memory tiles) and predict their global- and shared-memory traffic;
-# 4. say what a Python-level blocked matmul against the BLAS `torch.matmul` does and does not measure.
+# 4. say what a Python-level blocked matmul against the BLAS `torch.matmul` does and does not measure;
+# 5. count what the GPU's execution model adds to those element counts — slots a divergent warp
+#    issues, transactions per warp access, shared-memory bank conflicts, a stencil's global loads
+#    with and without tiles — and tell host/device asynchrony and memory spaces apart.
 #
 # Conventions: `A` is M×K, `B` is K×N, `C = A @ B` is M×N. Traffic is counted in **elements**
 # moved from the slower level (multiply by 4 for float32 bytes). `cdiv(x, b)` = ⌈x / b⌉.
@@ -356,7 +359,254 @@ else:
     print("and prints TFLOP/s; compare with the peak measured in Lab 01. Full table: benchmarks/matmul.py.")
 
 # %% [markdown]
-# ## 9. Worked problems
+# ## 9. The GPU execution model: warps, coalescing, banks
+#
+# Section 6 counted *elements* per thread. The hardware does not run threads one by one: it runs
+# them in **warps** of 32 lanes that share one instruction stream, it moves global memory in
+# aligned **segments**, and it splits shared memory into **banks**. Each of these turns the same
+# element count into more or fewer hardware operations. `labkit.gpu_model` counts them (plain
+# Python, no GPU needed) and every count below is printed next to its closed form; the last part
+# times the CPU's counterparts on this machine.
+
+# %%
+from IPython.display import HTML, display
+
+from labkit.gpu_model import coalescing as Co
+from labkit.gpu_model import lab as gm
+from labkit.gpu_model import warps as W
+from labkit.viz.gpu_model import segments_html, side_by_side, warp_slots_html
+
+# %% [markdown]
+# ### 9.1 Warps and SIMT divergence
+#
+# The 32 lanes of a warp move through the code together: the warp issues one instruction per
+# **slot**, and every lane that is *active* executes it (GPUs since Volta keep a program counter
+# per lane, but still issue for the lanes that are at the same instruction together). When the
+# lanes disagree at a branch, the warp issues the `then` side with the lanes that took it (the
+# others masked off), then the `else` side with the rest, and they continue together after the
+# branch. Hence:
+#
+# - a two-way branch whose sides cost a and b slots costs **a + b** as soon as each side has at
+#   least one lane — one lane is enough — and a (or b) only when the whole warp agrees;
+# - a loop runs until its *last* lane is done: **c · max tᵢ** slots for a body of c slots, lane i
+#   running it tᵢ times;
+# - active-lane efficiency = lane-instructions done / (32 · slots issued).
+#
+# `simulate_warp` runs kernels written as small trees of `Op`, `If` and `Loop` on one warp, lane by
+# lane; the lane value v is the lane id. The kernel of the third row below:
+
+# %%
+show(W.pseudocode(W.divergent_branch(3, 5, 4)))
+
+# %% [markdown]
+# **Predict first:** with a = 3 and b = 5, how many slots does the warp issue when a single lane
+# takes A (`if v == 0`)? And for 64 threads split by warp (`if t // 32 == 0`: the first warp
+# takes A, the second B)?
+
+# %%
+print(gm.divergence_table())
+
+# %% [markdown]
+# One lane taking A costs the warp as much as sixteen: 8 slots either way; only the efficiency
+# moves. The `t // 32` row splits its 64 threads in half like `v % 2`, but along warp boundaries:
+# each warp agrees with itself, so the two warps issue 3 + 5 = 8 slots between them at full
+# efficiency, instead of 8 each. And one slow lane holds up its warp: with a single lane looping 32
+# times, 31 lanes idle through 62 of the 64 slots (efficiency 0.062). Each picture below is one
+# warp's run, a column per slot and a row per lane; grey cells are masked-off lanes, so the
+# coloured share is the efficiency:
+
+# %%
+pics = []
+for text, program, threads in gm.divergence_kernels():
+    if text in ("if v % 4 == 0: A else: B", "for _ in range(v): body"):
+        labels, masks = gm.lane_masks(program)
+        pics.append(warp_slots_html(labels, masks, f"{text}: {masks.mean():.3f} active"))
+display(HTML(side_by_side(*pics)))
+
+# %% [markdown]
+# ### 9.2 Memory coalescing
+#
+# A warp's load is one instruction carrying 32 addresses. The memory system merges them: each
+# aligned 128-byte **segment** that some active lane touches is one **transaction**, and DRAM
+# delivers aligned 32-byte **sectors**. Thirty-two consecutive float32 are exactly one segment.
+# Lane i reading element i·s spans 31·s·4 bytes, so a warp at stride s needs **min(32, s)**
+# transactions of 4-byte elements, and from stride 8 on every lane drags a whole sector of its own
+# (32 bytes moved for 4 used). The count itself is one line; you write it yourself as the
+# `transactions` exercise of Lab 13 (`exercises/lab13_compilers.py`):
+
+# %%
+show("""
+def transactions(addresses, segment_bytes=128):
+    # one warp: a byte address per lane (None: inactive lane) -> distinct segments touched
+    return len({a // segment_bytes for a in addresses if a is not None})
+""")
+
+# %% [markdown]
+# **Predict first:** a warp reads float32 at a stride of 8 elements. How many transactions, and
+# which fraction of the bytes moved does it use?
+
+# %%
+print(gm.stride_table())
+
+# %% [markdown]
+# Random addresses behave like a large stride: in a big array almost every lane has a segment of
+# its own (≈ 32); only a small array, where lanes collide, does better. Each picture shows the
+# segments one warp touches, a row (32 words) per segment: rows = transactions, dark = words
+# read, pale = the rest of the sectors that move anyway:
+
+# %%
+pics = []
+for s in (1, 2, 8, 32):
+    addresses = Co.strided_addresses(s)          # lane i: byte 4·i·s
+    pics.append(segments_html(addresses, f"stride {s}: {Co.transactions(addresses)} transactions"))
+display(HTML(side_by_side(*pics)))
+
+# %% [markdown]
+# **Counted from real Triton programs.** Lab 04's recorder sees every lane's address when a
+# Triton kernel runs under the interpreter; `record_warps` cuts each block into warps of 32
+# consecutive block elements. That mapping is a model: compiled Triton usually gives each thread
+# a few neighbouring elements (one 16-byte vector load), so a real warp covers more elements per
+# instruction — but for contiguous data the total of segments is the same. Three kernels: Lab
+# 04's `add`, a strided read `x[::8]`, and a transpose that copies tiles without shared memory.
+# The transpose's two memory lines (from `transpose_kernel` in `labkit/gpu_model/coalescing.py`):
+
+# %%
+show("""
+tile = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask)   # a row of x: contiguous
+tl.store(out_ptr + rn[None, :] * M + rm[:, None], tile, mask=mask)  # out[rn, rm]: M floats apart
+""")
+
+# %% [markdown]
+# **Predict first:** x is 64 × 96 (M = 64 rows). How many transactions does each warp of the
+# transpose's stores need?
+
+# %%
+print(gm.recorded_table())
+
+# %% [markdown]
+# `add` needs one transaction per warp (efficiency 1); the strided read needs 8 per warp for its
+# loads, as in the table above; the transpose reads coalesced but each warp of
+# its stores writes 32 floats that are 64·4 = 256 bytes apart: 32 transactions, 8× the bytes. The
+# usual fix stages the tile through shared memory: read rows of x into it, write rows of the
+# output from its columns — which runs into the next effect.
+#
+# ### 9.3 Shared-memory bank conflicts
+#
+# Shared memory is split into 32 **banks** of 4-byte words; word w lives in bank w mod 32, and a
+# bank delivers one word per cycle. Lanes asking one bank for *different* words are served one
+# after the other: the access takes as many passes as the busiest bank has distinct words (lanes
+# reading the *same* word share it: a broadcast). Lane i reading word i·s hits only 32/gcd(s, 32)
+# different banks, so the degree is **gcd(s, 32)**. A column of `float tile[32][32]` is stride 32:
+# every lane hits the same bank. Padding each row to 33 words shifts row r by r banks.
+#
+# **Predict first:** the degree of reading a column of `tile[32][32]`? Of `tile[32][33]`? Of
+# lanes reading every third word?
+
+# %%
+print(gm.bank_table())
+
+# %% [markdown]
+# 32 passes become one for 32 unused words (3% more shared memory); this is why the classic
+# shared-memory transpose declares its tile `[32][33]`. Any odd stride is conflict-free.
+#
+# ### 9.4 The shared-memory stencil
+#
+# A 1-D stencil of radius r reads each output's 2r + 1 neighbours. Untiled, every read goes to
+# global memory: **n(2r + 1)**. Tiled, a block first copies its T inputs plus 2r halo points
+# into shared memory, once, and every output then reads its neighbours from there:
+# **n + 2r·cdiv(n, T)** global loads (the n(2r + 1) reads now hit shared memory). The 2-D star
+# (5-point for r = 1) reads 4r + 1 points untiled; a T × T tile loads its T² points and four
+# r-wide halo strips (the star never needs the corners): RC + 2r(C·cdiv(R, T) + R·cdiv(C, T)).
+# It is the matmul's reuse argument again, with 2r + 1 (or 4r + 1) uses per loaded element.
+#
+# **Predict first:** n = 1024, r = 4, T = 64: how many times fewer global loads with tiles?
+
+# %%
+print(gm.stencil_table())
+
+# %% [markdown]
+# The gain approaches 2r + 1 (4r + 1 in 2-D) as the tile grows and the halo becomes a smaller
+# share of it; the counts come from running the stencils on counting arrays, and the outputs
+# equal numpy's.
+#
+# ### 9.5 Host and device: asynchronous launches and pinned memory
+#
+# The host queues a kernel on a CUDA stream and returns at once; the GPU runs it later. So a
+# timer around a kernel launch measures the launch, not the kernel. Calls that need a GPU value on
+# the host — `.item()`, `.cpu()`, printing a CUDA tensor, `torch.nonzero` (its output size
+# depends on the data) — wait for everything queued before them: implicit synchronisations,
+# often the hidden stalls of a training loop. A host-to-device copy from **pinned**
+# (page-locked) memory is a direct DMA and, with `non_blocking=True`, returns before it is done;
+# from ordinary **pageable** memory the driver first copies through a pinned buffer of its own.
+# On a GPU the next cell measures the three; here it says what it would measure.
+
+# %% tags=["nbval-ignore-output"]
+print(gm.host_device())
+
+# %% [markdown]
+# ### 9.6 Two common mistakes
+#
+# **"Private (local) memory is the fastest memory a thread has."** A common mistake: the fastest
+# are its **registers**. CUDA's *local* memory is private only in scope: it lives in device DRAM,
+# like global memory, and is merely cached in L1/L2. The compiler puts a thread's array there when
+# it is indexed with run-time values or when registers run out (spills). Orders of magnitude on
+# recent data-center GPUs (rough classes, not specifications):
+#
+# | memory | visible to | lives in | size | latency |
+# |---|---|---|---|---|
+# | registers | one thread | the SM's register file | 256 KB per SM | none beyond the instruction |
+# | shared memory / L1 | one block / the SM | on the SM | ~100–250 KB per SM | tens of cycles |
+# | L2 | the whole GPU | on the chip | tens of MB | a few hundred cycles |
+# | local and global memory | one thread / all | device DRAM | tens of GB | several hundred cycles |
+#
+# How much it matters, counted: kernel v2 of section 6 keeps a V×V tile of C per thread. In
+# registers its accumulators cost no memory access; in local memory every multiply-add would read
+# and write one:
+
+# %%
+print(gm.local_memory_table(N=1024, V=8))
+
+# %% [markdown]
+# V = 8 times the operand traffic, all of it to DRAM-backed memory. Keeping the tile in registers
+# (fixed sizes, loops the compiler can unroll) is what makes register tiling work.
+#
+# **"Launching far more blocks than the GPU can run at once (oversubscribing it) is a problem."**
+# A common mistake: it is how a GPU hides latency. An SM holds many warps at once and in each
+# cycle issues from one that is ready; while one waits several hundred cycles for DRAM, the others
+# compute. Blocks that do not fit yet simply start when others finish. The arithmetic (Little's
+# law: data in flight = bandwidth × latency): to draw 2 TB/s with ~500 ns of latency, about 1 MB
+# must be in flight, i.e. ~8 KB per SM on a 132-SM GPU — some 60 coalesced 128-byte warp loads
+# outstanding per SM at every moment: dozens of warps' worth if each waits on one load at a time.
+# Too *few* blocks is the problem; the mild cost of many is a partly idle last wave.
+#
+# ### 9.7 The CPU's side, measured on this machine
+#
+# A CPU core has no warps, but the same rule holds: memory moves in 64-byte cache lines, SIMD
+# instructions load neighbouring elements together, and a prefetcher streams sequential
+# addresses ahead of use. First a copy of n/8 float32 out of n = 2²² (one thread): contiguous,
+# through an index that happens to be sequential, every 8th element, and through random indices.
+#
+# **Predict first:** how many times slower than the contiguous copy is the random gather?
+
+# %% tags=["nbval-ignore-output"]
+print(gm.simd_table(n=1 << 22))
+
+# %% [markdown]
+# Then the same instructions in a different order: summing all n elements through an index, in
+# order and as a random permutation (`x.sum()`, with no index, for scale). Only the order of the
+# addresses differs, so the gap is what caches and the prefetcher give sequential access:
+
+# %% tags=["nbval-ignore-output"]
+print(gm.order_table(n=1 << 22))
+
+# %% [markdown]
+# Compare with your prediction. The sequential-index gather loads one element at a time where the
+# contiguous copy moves vectors; the random gather also misses the cache on almost every element,
+# each miss bringing a 64-byte line for 4 useful bytes — the CPU's version of 32 transactions
+# instead of one. The timings vary between runs on a shared machine; the order of the rows does not.
+
+# %% [markdown]
+# ## 10. Worked problems
 #
 # Try each before opening the answer.
 #
@@ -416,6 +666,11 @@ else:
 # * S. Boehm, *How to Optimize a CUDA Matmul Kernel for cuBLAS-like Performance: a Worklog* (2022).
 # * M. S. Lam, E. E. Rothberg, M. E. Wolf, *The Cache Performance and Optimizations of Blocked
 #   Algorithms*, ASPLOS 1991.
+# * NVIDIA, *CUDA C++ Programming Guide* (SIMT architecture, memory hierarchy) and *CUDA C++ Best
+#   Practices Guide* (coalesced access, shared-memory bank conflicts, pinned memory):
+#   <https://docs.nvidia.com/cuda/>.
+# * M. Harris, *An Efficient Matrix Transpose in CUDA C/C++*, NVIDIA Technical Blog (2013) — the
+#   coalesced, padded-tile transpose.
 #
 # ## Summary
 #
@@ -430,7 +685,17 @@ else:
 #   number of synchronised steps (N/S), not the bytes moved.
 # - A blocked loop of BLAS calls measures the cost of calls, not cache reuse: the library's kernel
 #   already tiles internally.
+# - A warp issues a + b slots for a two-way branch as soon as each side has one lane, and
+#   c·max tᵢ for a loop; divergence is per warp, so branching along warp boundaries costs nothing.
+# - A warp's access costs one 128-byte transaction per segment touched: 1 for 32 consecutive
+#   floats, min(32, s) at stride s, ≈ 32 at random — counted on real Triton programs too (a naive
+#   transpose stores 32 per warp). Shared memory conflicts gcd(s, 32)-way; a `[32][33]` tile
+#   removes the 32-way column conflict. A tiled stencil loads n + 2r·cdiv(n, T) instead of n(2r+1).
+# - Registers, not local memory, are a thread's fastest storage (local memory lives in DRAM);
+#   many more blocks than fit at once is how a GPU hides memory latency; kernel launches are
+#   asynchronous and `.item()`-like calls synchronise.
 #
 # **Exercises** (`exercises/lab03_matmul.py`): `cache_tiled`, `register_tiled` and `tiled` — each has
 # a "check your work" cell above. Grade all three with `python -m labkit.grade --lab 03` (or
-# `make grade LAB=03`).
+# `make grade LAB=03`). Section 9's `transactions` is an exercise of Lab 13
+# (`exercises/lab13_compilers.py`), graded with `--lab 13`.
