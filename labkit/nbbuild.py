@@ -8,9 +8,15 @@ compare), writes ``notebooks/<name>.ipynb``, executes it top to bottom in
 ``notebooks/`` and saves it with outputs, which nbval then compares on every
 test run. Sources are the reviewed text; the .ipynb files are generated and
 must not be edited by hand.
+
+Kernels run with one torch thread (``TEST_ENV``), here and under the tests (the
+root ``conftest.py``): a sum's rounding depends on how many threads share it, so
+stored outputs match on any machine, and two test workers on two cores do not
+oversubscribe them (two spinning OpenMP threads each ran small models 4x slower).
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -20,7 +26,8 @@ import nbformat
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-HEADER = "# Source of notebooks/"   # a source's first line: says how it is built; not a cell
+HEADER = "# Source of notebooks/"
+TEST_ENV = {"OMP_NUM_THREADS": "1"}   # for every kernel that makes or checks stored outputs   # a source's first line: says how it is built; not a cell
 
 
 def read_source(src: Path) -> nbformat.NotebookNode:
@@ -40,6 +47,7 @@ def build(src: Path, execute: bool = True, timeout: int = 600) -> Path:
     """Write notebooks/<src stem>.ipynb from ``src``; execute it when asked. Returns the path."""
     nb = read_source(src)
     if execute:
+        os.environ.update(TEST_ENV)   # the kernel inherits it
         NotebookClient(nb, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
         for cell in nb.cells:

@@ -1,4 +1,4 @@
-"""labkit.checkpoint: atomic, checked checkpoint files; exact resume on 1 and 2 ranks (and the
+"""labkit.checkpoint: atomic, checked checkpoint files; exact resume on 1, 2 and 4 ranks (and the
 states whose loss breaks it); a killed rank survived by a supervisor, by torchrun, and on fewer
 ranks. Equality is bitwise (torch.equal): the resumed run repeats the same operations on the same
 numbers."""
@@ -94,7 +94,7 @@ def test_sampler_resumes_its_order_across_epochs():
 
 
 # ---------------------------------------------------------------------- exact resume
-@pytest.mark.parametrize("world", [1, 2])
+@pytest.mark.parametrize("world", [1, 2, 4])
 def test_stop_and_resume_in_fresh_processes_is_bit_identical(tmp_path, world):
     full = launch(train, world, RUN, 9)
     launch(train, world, RUN, 9, tmp_path, False, 5)             # 5 steps, save, exit
