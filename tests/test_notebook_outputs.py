@@ -28,3 +28,13 @@ def test_saved_outputs_fit_and_hold_no_error(path):
                 long += [f"cell {i}: {len(line)} chars: {line[:60]}..." for line in text.splitlines() if len(line) > 100]
     assert not errors, errors
     assert not long, "\n".join(long[:10])
+
+
+def test_make_test_runs_kernels_as_the_outputs_were_made():
+    """`make test` sets the environment labkit.nbbuild executes notebooks with (one torch thread):
+    the last digits of printed sums depend on the thread count."""
+    from labkit.nbbuild import TEST_ENV
+
+    makefile = (NOTEBOOKS[0].parents[1] / "Makefile").read_text()
+    recipe = makefile.split("\ntest: setup\n", 1)[1].split("\n\n", 1)[0]
+    assert TEST_ENV and all(f"{k}={v} " in recipe for k, v in TEST_ENV.items()), recipe
