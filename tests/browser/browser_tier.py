@@ -11,6 +11,10 @@ touches the checkout. For each notebook:
 3. every widget renders as a widget, and moving its slider (or pressing Play)
    changes the picture.
 Each notebook's Run All time is written to ``$LABKIT_BROWSER_TIMES`` if set.
+
+The tests are two files, even- and odd-numbered notebooks (about equal time), so that the two
+pytest workers of ``make test`` can share the tier; ``conftest.py`` makes `lab_session` a
+session fixture: one JupyterLab and one Chromium per worker.
 """
 import json
 import os
@@ -29,8 +33,6 @@ TOKEN = "labkit-browser-tier"
 BENIGN_CONSOLE = ("favicon", "Failed to load resource: the server responded with a status of 404",
                   "announcements", "jupyterlab_pygments")
 
-pytestmark = pytest.mark.slow
-
 
 def chromium() -> str | None:
     for path in (os.environ.get("LABKIT_CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser"),
@@ -40,8 +42,8 @@ def chromium() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab_session(tmp_path_factory):
+    """JupyterLab on a copy of the notebooks and a Chromium: yields (browser, url)."""
     browser_path = chromium()
     if browser_path is None:
         pytest.skip("Chromium is not installed (make setup installs it with apt-get where it can; "
@@ -133,8 +135,8 @@ def raw_widget_text(text: str) -> str:
     return ""
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_in_jupyterlab(lab, notebook):
+def check_notebook(lab, notebook: Path) -> None:
+    """Steps 1-3 of this module's docstring on one notebook; ``lab`` is `lab_session`'s value."""
     browser, url = lab
     console: list[str] = []
     page = open_notebook(browser, url, notebook.name, console)

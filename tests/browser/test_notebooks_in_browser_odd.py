@@ -1,0 +1,11 @@
+"""The browser tier (browser_tier.py) on notebooks 01, 03, 05, ...: half of them, so that two pytest
+workers can share the tier."""
+import browser_tier as tier
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("notebook", tier.NOTEBOOKS[1::2], ids=lambda p: p.stem)
+def test_notebook_in_jupyterlab(lab, notebook):
+    tier.check_notebook(lab, notebook)
