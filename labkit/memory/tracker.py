@@ -120,7 +120,10 @@ class MemoryTracker(TorchDispatchMode):
             for t in [*self.model.parameters(), *self.model.buffers()]:
                 owners[id(_storage(t))] = "parameters"
         out = dict.fromkeys(CATEGORIES, 0)
-        for key, nbytes in self._live.items():
+        # a copy: the loop's allocations can start a garbage collection whose finalizers call _free,
+        # which would change _live mid-iteration (it did, once, in a 4-rank FSDP test); dict.copy()
+        # runs no Python code and allocates nothing the collector tracks while it copies
+        for key, nbytes in self._live.copy().items():
             out[owners.get(key, "activations")] += nbytes
         return out
 
