@@ -33,7 +33,8 @@ from fractions import Fraction
 
 from labkit.checks import check_int
 from labkit.pipeline.schedules import Action, ScheduleError, normalized, schedule
-from labkit.pipeline.simulate import Interval, SimResult, _ratio, check_seconds, simulate, stage_times
+from labkit.pipeline.simulate import (Interval, SimResult, _ratio, check_seconds, in_flight, simulate,
+                                      stage_times)
 from labkit.table import Table
 
 __all__ = ["Layout", "looped_layout", "bidirectional_layout", "check_placed", "simulate_placed",
@@ -285,18 +286,7 @@ def simulate_placed(sched, layout: Layout, forward_time, backward_time, weight_t
     bubble = _ratio(idle, R * makespan) if makespan > 0 else 0
     inflight, peak = {}, {}
     for r in range(R):
-        # +1 when a forward starts, -1 when its B (or W) ends: release first at equal times.
-        deltas = sorted([(iv.start, +1) for iv in timeline[r] if iv.action.kind == "F"]
-                        + [(iv.end, -1) for iv in timeline[r] if iv.action.kind in ("B", "W")])
-        count, steps, best = 0, [(0, 0)], 0
-        for t, dlt in deltas:
-            count += dlt
-            best = max(best, count)
-            if steps[-1][0] == t:
-                steps[-1] = (t, count)
-            else:
-                steps.append((t, count))
-        inflight[r], peak[r] = steps, best
+        inflight[r], peak[r] = in_flight(timeline[r])
     return SimResult(timeline, makespan, busy, bubble, peak, inflight)
 
 

@@ -172,18 +172,23 @@ def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time:
     bubble = _ratio(idle, R * makespan) if makespan > 0 else 0
     inflight, peak = {}, {}
     for r in range(R):
-        # +1 at a forward's start, -1 at the end of its B (or of its W, which still needs the
-        # activations); at equal times release first.
-        deltas = sorted([(iv.start, +1) for iv in timeline[r] if iv.action.kind == "F"]
-                        + [(iv.end, -1) for iv in timeline[r] if iv.action.kind in ("B", "W")],
-                        key=lambda t: (t[0], t[1]))
-        count, steps, best = 0, [(0, 0)], 0
-        for t, dlt in deltas:
-            count += dlt
-            best = max(best, count)
-            if steps[-1][0] == t:
-                steps[-1] = (t, count)
-            else:
-                steps.append((t, count))
-        inflight[r], peak[r] = steps, best
+        inflight[r], peak[r] = in_flight(timeline[r])
     return SimResult(timeline, makespan, busy, bubble, peak, inflight)
+
+
+def in_flight(intervals) -> tuple[list, int]:
+    """Activation sets one rank holds over time: [(time, count)] steps and the peak count.
+    +1 at a forward's start, -1 at the end of its B (or of its W, which still needs the
+    activations); at equal times release first."""
+    deltas = sorted([(iv.start, +1) for iv in intervals if iv.action.kind == "F"]
+                    + [(iv.end, -1) for iv in intervals if iv.action.kind in ("B", "W")],
+                    key=lambda t: (t[0], t[1]))
+    count, steps, best = 0, [(0, 0)], 0
+    for t, dlt in deltas:
+        count += dlt
+        best = max(best, count)
+        if steps[-1][0] == t:
+            steps[-1] = (t, count)
+        else:
+            steps.append((t, count))
+    return steps, best
