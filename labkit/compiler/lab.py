@@ -100,6 +100,11 @@ def can_compile() -> bool:
     return torch.cuda.is_available() or inside_compile.cpp_compiler() is not None
 
 
+def compile_device() -> str:
+    """Where Inductor's demo runs: "cuda" (Triton kernels) when there is a GPU, else "cpu" (C++)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def pass_table(timed: bool = False, compiled_fusion: bool | None = None) -> Table:
     """Each pass on a small model: graph nodes and launches (`fx_measure.count_launches`: a
     profiler's count of kernels, or of calls into aten on a CPU) before -> after, and the largest
