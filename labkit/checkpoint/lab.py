@@ -48,10 +48,6 @@ def compare_runs(full: dict, resumed: dict) -> dict:
     return out
 
 
-def _same(a: dict, b: dict) -> bool:
-    return compare_runs(a, b)["same"]
-
-
 def _in_place(data: bytes, path: str) -> None:
     """The common mistake: open the checkpoint's own name and write."""
     with open(path, "wb") as f:

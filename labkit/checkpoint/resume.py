@@ -140,7 +140,7 @@ class Trainer:
             np.random.set_state(_numpy(before))
         if "sampler" not in forget:
             self.sampler.load_state_dict(extra["sampler"])
-        self.losses, self.global_losses = list(extra["losses"]), list(extra["global_losses"])
+        self.losses, self.global_losses = list(extra["losses"]), list(extra.get("global_losses", []))
         return step
 
 
