@@ -229,8 +229,9 @@ graphs with Python in between.
 {markdown_table(["n", "fused body", "launches", "unfused ms", "fused ms", "speed-up", "max |diff|"],
                 fusion_rows)}
 
-Fusing alone turns nine dispatcher calls into one, but an eager body still makes nine passes over
-memory (and allocates each intermediate), and the one custom op costs a little on top: no gain.
+Fusing alone turns nine graph nodes into one, but an eager body still runs the nine ops (nine
+launches as torch.profiler counts them, nine passes over memory, each intermediate allocated), and
+the one custom op costs a little on top: no gain.
 Compiled, the body is one generated loop that reads x and y once and writes once; the gain grows
 with n as memory traffic comes to dominate the per-call overheads.
 

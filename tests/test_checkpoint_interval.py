@@ -165,9 +165,12 @@ def test_optimum_table_for_the_notebook():
     assert max(map(len, lines)) <= 100 and len(t.rows) == 3
     assert [round(x, 1) for x in t.column("Young")] == [22.9, 60.0, 12.2]
     assert [round(x, 1) for x in t.column("Daly")] == [22.3, 56.7, 9.1]
-    for z, best, daly in zip(t.column("z Daly"), t.column("sim best"), t.column("Daly")):
-        assert z <= 4.0
-        assert abs(math.log2(best / daly)) <= 0.25 + 1e-9   # within one grid step (2^(1/4))
+    for best, exact in zip(t.column("sim best"), t.column("exact")):
+        assert round(8 * math.log2(best), 9) % 1 == 0 and best != exact   # no formula chose the grid
+        assert abs(math.log2(best / exact)) <= 0.5                        # ... and its best lies near
+    assert all(z <= 3.0 for z in t.column("z Daly"))
+    assert all(abs(d) <= 3.0 for d in t.column("sim - closed"))
+    assert t.column("z Young")[2] > 4.0                                   # C = 5 min, M = 15 min
     assert t.column("Young +%")[2] == pytest.approx(2.77, abs=0.01)
 
 

@@ -14,6 +14,7 @@ import torch
 
 from labkit.checkpoint import io
 from labkit.checkpoint.failures import continue_on_fewer, smaller, supervise
+from labkit.checkpoint.lab import compare_runs
 from labkit.checkpoint.resume import FORGETTABLE, RunConfig, train
 from labkit.checkpoint.state import ResumableSampler
 from labkit.dist import launch
@@ -22,11 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN = RunConfig()
 
 
-def _same(a, b) -> bool:
-    params = all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"])
-    sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
-    states = all(torch.equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i])
-    return params and states and a["losses"] == b["losses"]
+def _same(full, resumed) -> bool:
+    """Parameters, optimizer state and the losses the resumed processes computed, bit for bit."""
+    cmp = compare_runs(full, resumed)
+    return cmp["same"] and (cmp["recomputed"] > 0 or resumed["resumed_from"] == 0)
 
 
 def _model():
@@ -138,7 +138,7 @@ def test_torchrun_restarts_the_job_and_it_ends_like_the_uninterrupted_run(tmp_pa
     final = torch.load(out)
     assert final["attempt"] == 1 and final["resumed_from"] == 6  # one restart, from the step-6 checkpoint
     full = launch(train, 4, RUN, 10)[0]
-    assert all(torch.equal(full["params"][k], final["params"][k]) for k in full["params"])
+    assert _same(full, final)
 
 
 def test_continuing_on_fewer_ranks(tmp_path):
@@ -148,7 +148,17 @@ def test_continuing_on_fewer_ranks(tmp_path):
     assert (less.batch, less.lr) == (6, RUN.lr * 3 / 4)
     assert run.result["resumed_from"] == 4 and run.result["losses"][:4] == four["losses"][:4]
     assert len(run.result["losses"]) == 10 and run.result["losses"] != four["losses"]
+    assert run.result["global_losses"][:4] == four["global_losses"][:4]          # the same run until then
+    assert all(a != b for a, b in zip(run.result["global_losses"][4:], four["global_losses"][4:]))
     assert "batch 6" in run.log[1]
+
+
+def test_the_global_loss_is_the_mean_of_the_ranks_losses():
+    ranks = launch(train, 2, RUN, 3)
+    for k in range(3):
+        mean = (ranks[0]["losses"][k] + ranks[1]["losses"][k]) / 2
+        assert ranks[0]["global_losses"][k] == ranks[1]["global_losses"][k] == pytest.approx(mean, rel=1e-6)
+    assert launch(train, 1, RUN, 2)[0]["global_losses"] == launch(train, 1, RUN, 2)[0]["losses"]
 
 
 def test_bad_arguments():

@@ -117,19 +117,22 @@ def test_cuda_graphs_measure_code_path_with_a_stand_in_graph(monkeypatch):
     replay. This checks the bookkeeping (timing, comparison, result fields), not CUDA graphs."""
     if torch.cuda.is_available():
         r = cuda_graphs.measure(kernels=50, size=256, repeat=5)
-        assert r.max_error < 1e-5 and r.speedup > 1
+        assert r.max_error < 1e-5 and r.speedup > 1 and r.launches == 50      # one kernel per op
         return
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(cuda_graphs, "capture", lambda fn, warmup=3: fn)
     r = cuda_graphs.measure(kernels=10, size=64, repeat=2, device="cpu")
-    assert (r.kernels, r.size, r.max_error) == (10, 64, 0.0)
+    assert (r.kernels, r.size, r.max_error, r.launches) == (10, 64, 0.0, 10)
     assert r.eager_s > 0 and r.graph_s > 0 and r.eager_us_per_kernel == pytest.approx(r.eager_s / 10 * 1e6)
 
 
-def test_small_kernels_chain():
+def test_small_kernels_chain_is_one_op_per_kernel():
+    from labkit.compiler.fx_measure import launch_counts
+
     x = torch.randn(16)
-    y = cuda_graphs.small_kernels(x, 3)
-    torch.testing.assert_close(y, torch.relu(x * 1.0001 + 1e-4) * 1.0001 + 1e-4)
+    y = cuda_graphs.small_kernels(x, 4)
+    torch.testing.assert_close(y, torch.relu(x * 1.0001 + 1e-4) * 1.0001)
+    assert launch_counts(cuda_graphs.small_kernels, x, 9) == {"aten.mul": 3, "aten.add": 3, "aten.relu": 3}
 
 
 def test_landscape_table_is_sourced():

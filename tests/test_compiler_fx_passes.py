@@ -408,7 +408,8 @@ def test_fusion_collapses_a_chain_into_one_op():
     fused = fuse_elementwise(gm)
     assert count_nodes(gm) == 7 and count_nodes(fused) == 1 and len(fused_nodes(fused)) == 1
     assert count_launches(gm, x, y) == 7                        # one aten op per elementwise op
-    assert launch_counts(fused, x, y) == {"labkit.fused_elementwise": 1}
+    # fused but not compiled: one node, and still every op of its body (the profiler sees them)
+    assert launch_counts(fused, x, y) == launch_counts(gm, x, y)
     assert torch.equal(fused(x, y), gm(x, y))
     assert "act" not in dict(fused.named_modules())             # the GELU lives in the program
 
@@ -430,7 +431,7 @@ def test_fusion_respects_shared_intermediates_and_non_elementwise_ops():
     assert "matmul" in names(fused) and len(fused_nodes(fused)) == 2
     groups = {n.name: len(n.target.steps) for n in fused_nodes(fused)}
     assert sorted(groups.values()) == [3, 4]                   # relu,add,add | exp,neg,sigmoid,mul
-    assert count_launches(fused, x, w) == count_launches(gm, x, w) - 5
+    assert count_launches(fused, x, w) == count_launches(gm, x, w)          # eager bodies: same ops
 
 
 def test_fused_graph_trains_like_the_original():
@@ -455,7 +456,8 @@ class CheapChain(nn.Module):
 @pytest.mark.skipif(fx_measure.cpp_compiler() is None and not torch.cuda.is_available(),
                     reason="torch.compile on a CPU needs a C++ compiler; none on the PATH")
 def test_compiled_fusion_runs_one_op_with_the_same_outputs():
-    """The compiled body replaces nine ops by one and keeps the outputs (float32, up to FMA rounding:
+    """The compiled body replaces nine launches by one kernel, as the profiler counts them, and
+    keeps the outputs (float32, up to FMA rounding:
     1e-5 on values of size ~10). Its speed is measured in benchmarks/compiler.py, not asserted here:
     a timed assertion failed on a loaded machine (0.44x) while the benchmark shows 4-6x."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -465,6 +467,7 @@ def test_compiled_fusion_runs_one_op_with_the_same_outputs():
     (group,) = [n.target for n in fused.graph.nodes if n.op == "call_function"]
     assert group._compiled is not None                              # the body goes through torch.compile
     assert fx_measure.count_launches(gm, x, y) == 9 and fx_measure.count_launches(fused, x, y) == 1
+    assert fx_measure.count_launches(fuse_elementwise(gm), x, y) == 9       # not compiled: nine still
     assert fx_measure.max_abs_diff(gm(x, y), fused(x, y)) < 1e-5
 
 
@@ -501,8 +504,8 @@ def test_fold_conv_bn(dtype, tol):
     assert targets(folded, "call_module") == ["c1", "c2"]
     assert gm.bn1 is not None and gm.c2.bias is None            # the caller's modules untouched
     torch.testing.assert_close(folded(x), gm(x), rtol=tol, atol=tol)
-    assert launch_counts(gm, x)["aten.native_batch_norm"] == 2
-    assert launch_counts(folded, x) == {"aten.convolution": 2, "aten.relu": 1}
+    assert launch_counts(gm, x)["aten.batch_norm"] == 2
+    assert launch_counts(folded, x) == {"aten.conv2d": 2, "aten.relu": 1}
 
 
 def test_fold_conv_bn_leaves_training_batchnorm_alone():
@@ -532,10 +535,8 @@ def test_concat_qkv(dtype, tol):
     assert merged.q_k_v.weight.shape == (64, 16)
     for a, b in zip(merged(x, other), gm(x, other)):
         torch.testing.assert_close(a, b, rtol=tol, atol=tol)
-    def gemms(m):
-        return {k: v for k, v in launch_counts(m, x, other).items() if k in ("aten.addmm", "aten.mm")}
-    assert gemms(gm) == {"aten.addmm": 3, "aten.mm": 1}        # q, v, o with bias; k without
-    assert gemms(merged) == {"aten.addmm": 2}                  # q_k_v, o
+    assert launch_counts(gm, x, other)["aten.linear"] == 4      # q, k, v, o: one GEMM each
+    assert launch_counts(merged, x, other)["aten.linear"] == 2  # q_k_v, o
 
 
 # ---- measurement --------------------------------------------------------------------------------
@@ -545,7 +546,7 @@ def test_measure_pass_reports_counts_times_and_differences():
     m = measure_pass(model, fuse_elementwise, inputs, repeat=2)
     gm = fx.symbolic_trace(model)
     assert (m.name, m.nodes_before, m.nodes_after) == ("fuse_elementwise", count_nodes(gm), 1)
-    assert (m.launches_before, m.launches_after) == (count_launches(gm, *inputs), 1)
+    assert m.launches_before == m.launches_after == count_launches(gm, *inputs)   # eager body: same ops
     assert m.seconds_before > 0 and m.seconds_after > 0 and m.max_abs_diff == 0.0
 
     def wrong(gm):                       # a "pass" that changes a literal: the diff must show it

@@ -18,15 +18,69 @@ def test_the_mlp_graph_matches_eager_pytorch():
 
 
 def test_pass_table_outputs_and_counts():
-    table = lab.pass_table()
+    table = lab.pass_table(compiled_fusion=False)
     _fits(table)
     rows = {row[0]: row for row in table.rows}
-    for exact in ("dead code elimination", "constant folding", "common subexpressions", "elementwise fusion",
+    for exact in ("dead code elimination", "constant folding", "common subexpressions", "fusion, eager body",
                   "QKV concatenation"):
         assert float(rows[exact][3]) == 0.0, exact               # same kernels on the same values
     assert 0 < float(rows["conv + batch norm"][3]) < 1e-5        # float32 ulps: the arithmetic is reordered
-    assert rows["elementwise fusion"][2] == "6 -> 1" and rows["QKV concatenation"][2] == "5 -> 3"
-    assert str(lab.pass_table()) == str(table)                    # deterministic (nbval compares it)
+    # an eagerly fused body runs every op of the chain: fewer nodes, the same launches
+    assert rows["fusion, eager body"][1:3] == ["6 -> 1", "6 -> 6"] and rows["QKV concatenation"][2] == "5 -> 3"
+    assert "fusion, compiled body" not in rows
+    assert str(lab.pass_table(compiled_fusion=False)) == str(table)   # deterministic (nbval compares it)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not lab.can_compile(), reason="torch.compile needs a C++ compiler on a CPU; none found")
+def test_pass_table_compiled_fusion_is_one_kernel():
+    rows = {row[0]: row for row in lab.pass_table().rows}
+    assert rows["fusion, compiled body"][2] == "6 -> 1" and float(rows["fusion, compiled body"][3]) < 1e-5
+
+
+def _scaled(x, scale: float):
+    return torch.relu(x * scale + 1.0).sum()
+
+
+def test_guard_lines_show_sizes_values_and_relations():
+    static = lab.guard_lines(_scaled, torch.randn(8), 2.0)
+    assert "TENSOR_MATCH: L['x'] is a torch.float32 tensor, requires_grad=False, size=[8], stride=[1]" in static
+    assert "EQUALS_MATCH: L['scale'] == 2.0" in static
+    dynamic = lab.guard_lines(_scaled, torch.randn(8), 2.0, dynamic=True)
+    assert any("size=[None]" in g for g in dynamic) and "LAMBDA_GUARD: 2 <= L['x'].size()[0]" in dynamic
+    assert all(len(g) <= 100 and "___check_obj_id" not in g for g in static + dynamic)
+
+
+CPP_MODULE = """
+cpp_fused_add_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r\'\'\'
+#include <torch/csrc/inductor/cpp_prefix.h>
+extern "C"  void  kernel(const float* in_ptr0, float* out_ptr0)
+{
+    for(int64_t x0=static_cast<int64_t>(0L); x0<static_cast<int64_t>(64L); x0+=static_cast<int64_t>(16L))
+    {
+        auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x0), 16);
+        tmp0.store(out_ptr0 + static_cast<int64_t>(x0));
+    }
+}
+\'\'\')
+
+class Runner:
+    def call(self, args):
+        arg0_1, = args
+        cpp_fused_add_0(arg0_1, buf0)
+        return (buf0, )
+"""
+
+
+def test_kernel_excerpt_and_its_loads_and_stores():
+    text = lab.kernel_excerpt(CPP_MODULE)
+    assert "# kernel cpp_fused_add_0" in text and "x0<64" in text and "cpp_prefix" not in text
+    assert "cpp_fused_add_0(arg0_1, buf0)" in text and all(len(line) <= 100 for line in text.splitlines())
+    assert lab.loads_and_stores(CPP_MODULE) == (1, 1)
+    triton = "triton_poi_fused_0 = async_compile.triton('t', \'\'\'\n    x = tl.load(in_ptr0 + x0)\n" \
+             "    y = tl.load(in_ptr1 + x0)\n    tl.store(out_ptr0 + x0, x + y)\n\'\'\')"
+    assert lab.loads_and_stores(triton) == (2, 1)
 
 
 def test_rewrite_search_table_and_wrong_rule():
@@ -40,13 +94,19 @@ def test_recompile_counts():
     assert counts == [8, 2, 1]
 
 
-def test_autotune_table_on_the_synthetic_surface():
-    table = lab.autotune_table(budget=20, seeds=range(4))
+def test_autotune_table_reports_mean_se_and_a_paired_verdict():
+    table = lab.autotune_table(budget=20, seeds=range(30))
     _fits(table)
-    rows = {row[0]: row[1:] for row in table.rows}
-    for method, curve in rows.items():
-        assert list(curve) == sorted(curve, reverse=True) and all(v >= 1 for v in curve), method
-    assert rows["model"][-1] <= rows["random"][-1]
+    d = table.data
+    assert d["ks"] == [5, 10, 20] and d["seeds"] == 30
+    for method in ("exhaustive", "random", "model"):
+        curve = d["mean"][method]
+        assert curve == sorted(curve, reverse=True) and all(v >= 1 for v in curve), method
+    assert max(d["se"]["exhaustive"]) < 1e-12                       # the same fixed order for every seed
+    assert d["mean"]["model - random"][0] == 0.0                    # the same random start: no difference yet
+    assert d["verdict"][0] == "no difference shown" and d["verdict"][2] == "model better"
+    # with one seed nothing can be told apart
+    assert lab.autotune_table(budget=20, seeds=[0]).data["verdict"] == ["too few seeds"] * 3
     assert autotune.synthetic_cost({"BM": 64, "BN": 64, "BK": 64}) > 0
 
 

@@ -142,3 +142,15 @@ def test_bad_arguments():
         Q.dequantize(w)
     zero = Q.quantize(torch.zeros(2, 4), 4, "channel")           # an all-zero block: scale 0, exact
     assert torch.equal(Q.dequantize(zero), torch.zeros(2, 4))
+
+
+def test_qat_seed_table_reports_each_seed_and_the_mean():
+    trained = Q.train_gpt(SMALL, 30)
+    t = Q.qat_seed_table(trained, SMALL, seeds=range(3), qat_steps=5)
+    assert [r[0] for r in t.rows] == [0, 1, 2, "mean"] and len(t.data["diffs"]) == 3
+    assert t.data["diffs"] == [r.qat - r.control_ptq for r in t.data["runs"]]
+    assert len({r.ptq for r in t.data["runs"]}) == 1                    # PTQ of the one trained model
+    assert len({r.qat for r in t.data["runs"]}) == 3                     # the seeds' batches differ
+    assert all(len(line) <= 100 for line in str(t).splitlines())
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        Q.qat_seed_table(trained, SMALL, seeds=[0])

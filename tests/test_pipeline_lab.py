@@ -40,6 +40,15 @@ def test_executor_table_matches_one_process_and_pytorch():
     assert all(len(line) <= 100 for line in str(t).splitlines())
 
 
+@pytest.mark.parametrize("kind", ["gpipe", "1f1b"])
+def test_a_pipeline_trains_like_one_process(kind):
+    t = lab.training_table(kind, p=2, m=4, steps=6)
+    d = t.data
+    assert d["losses"][-1] < d["losses"][0]                             # it learns
+    assert max(abs(a - b) for a, b in zip(d["losses"], d["reference"])) < 1e-12 and d["max_param_diff"] < 1e-12
+    assert all(len(line) <= 100 for line in str(t).splitlines())
+
+
 def test_worked_problems_answers():
     # 1: bubble shares
     assert simulate(schedule("gpipe", 8, 32), 1, 2).bubble_fraction == Fraction(7, 39)

@@ -5,6 +5,7 @@ import matplotlib
 import pytest
 
 import solutions.lab10_zero as S
+from labkit.model import parameter_count
 from labkit.viz import zero as V
 from labkit.zero import lab
 from labkit.zero.formulas import comm_bytes_per_step, model_state_bytes
@@ -21,10 +22,32 @@ def test_stage_table_is_the_zero_papers_figure():
 def test_memory_and_traffic_tables_equal_their_formulas():
     m = lab.memory_table(world=3)
     assert m.column("total B") == m.column("formula B")
+    peak = dict(zip(m.column("method"), m.column("step peak B")))
+    assert all(p > t for p, t in zip(m.column("step peak B"), m.column("total B")))
+    assert peak["ddp"] > peak["zero1"] > peak["zero2"]               # ZeRO-2 frees full gradients as it goes
     t = lab.traffic_table(world=3)
-    assert t.column("bytes sent") == t.column("closed form")
+    assert t.column("bytes sent") == t.column("formula")
     ratio = dict(zip(t.column("method"), t.column("x DDP")))
     assert ratio["zero1"] == ratio["zero2"] == pytest.approx(1, abs=0.01) and 1.4 < ratio["fsdp"] < 1.5   # padding
+    # PyTorch's ZeroRedundancyOptimizer: DDP's all-reduce of Ψ plus a broadcast of Ψ, read by the profiler
+    row = dict(zip(t.columns, next(r for r in t.rows if r[0] == "torch-zero1")))
+    assert row["all-reduce"] == row["broadcast"] == parameter_count(lab.SMALL) and row["x DDP"] == pytest.approx(1.5)
+
+
+def test_accumulation_zero2_reduce_scatters_every_micro_batch():
+    t = lab.accumulation_table(world=2, micro_batches=(1, 3))
+    assert t.column("bytes sent") == t.column("formula")
+    rows = {(r[0], r[1]): dict(zip(t.columns, r)) for r in t.rows}
+    assert [rows[(3, m)]["reduce-scatters"] for m in ("ddp", "zero1", "zero2")] == [0, 1, 3]
+    assert rows[(3, "ddp")]["all-reduces"] == 1 and rows[(1, "zero2")]["x DDP"] == pytest.approx(1, abs=0.01)
+    assert rows[(3, "zero2")]["x DDP"] == pytest.approx(2, abs=0.02)            # (k + 1) / 2, up to padding
+
+
+def test_pytorch_fsdp_shards_one_dimensional_parameters_too():
+    t = lab.fsdp2_placements(world=2)
+    assert all(p == "S(0)" for p in t.column("placement"))
+    one_d = [(g, piece) for _, g, _, piece in t.rows if len(g) == 1]
+    assert one_d and all(piece[0] == g[0] // 2 for g, piece in one_d)
 
 
 def test_equivalence_table_and_fsdp_trace():

@@ -126,19 +126,38 @@ def disk_baseline(folder, nbytes: int, repeat: int = 3, block: int = 8 << 20) ->
             os.unlink(path)
 
 # ----------------------------------------------------------------------------- training on ranks
-def train_and_checkpoint(rank: int, world: int, cfg, steps: int, load_from=None, save_to=None,
-                         global_batch: int = 12, dtype=torch.float64, lr: float = 1e-2, load_optimizer: bool = True):
+def full_state(model, optimizer) -> dict:
+    """What a checkpoint of ``model`` (our FSDP) and ``optimizer`` holds, gathered whole on every
+    rank and without padding, so that it compares across world sizes: {"params": {name: tensor},
+    "optimizer": {group key: {state name: tensor}}} (a collective: call on every rank)."""
+    from labkit.zero.comm import all_gather_flat
+
+    opt = {}
+    for key, g in model.named_groups():
+        opt[key] = {name: (all_gather_flat(t.detach(), "gather")[:g.layout.numel].clone()
+                           if g.sharded and t.shape == g.master.shape else t.detach().clone())
+                    for name, t in optimizer.state.get(g.master, {}).items() if isinstance(t, torch.Tensor)}
+    return {"params": model.gather_full_params(), "optimizer": opt}
+
+
+def checkpoint_run(rank: int, world: int, cfg, steps: int, load_from=None, save_to=None,
+                   global_batch: int = 12, dtype=torch.float64, lr: float = 1e-2, load_optimizer: bool = True,
+                   gather: bool = False) -> dict:
     """A rank function for `labkit.dist.launch`: build our FSDP around ``GPT(cfg, seed=0)`` with
     AdamW (`labkit.zero.training.build`), load ``load_from`` if given (training goes on from the
     saved step), train ``steps`` steps on this rank's slice of ``batch(cfg, global_batch,
-    seed=step)``, save to ``save_to`` if given. Returns (full parameters, losses, last step)."""
+    seed=step)``, save to ``save_to`` if given. Returns {"params": full parameters at the end,
+    "losses", "step": the last step}; with ``gather``, also `full_state` right after the load
+    ("loaded") and right at the save ("saved")."""
     from labkit.model import batch
     from labkit.zero.training import build
 
     model, opt = build("fsdp", cfg, dtype, lr=lr)
-    start = 0
+    out, start = {}, 0
     if load_from is not None:
         start = load_sharded(load_from, model, opt if load_optimizer else None)["step"]
+        if gather:
+            out["loaded"] = full_state(model, opt)
     lo, hi = rank * global_batch // world, (rank + 1) * global_batch // world
     losses = []
     for step in range(start, start + steps):
@@ -151,7 +170,16 @@ def train_and_checkpoint(rank: int, world: int, cfg, steps: int, load_from=None,
         losses.append(loss.item())
     if save_to is not None:
         save_sharded(save_to, model, opt, extra={"step": start + steps})
-    return model.gather_full_params(), losses, start + steps
+        if gather:
+            out["saved"] = full_state(model, opt)
+    return {**out, "params": model.gather_full_params(), "losses": losses, "step": start + steps}
+
+
+def train_and_checkpoint(rank: int, world: int, cfg, steps: int, load_from=None, save_to=None,
+                         global_batch: int = 12, dtype=torch.float64, lr: float = 1e-2, load_optimizer: bool = True):
+    """`checkpoint_run` without the gathered states: (full parameters, losses, last step)."""
+    run = checkpoint_run(rank, world, cfg, steps, load_from, save_to, global_batch, dtype, lr, load_optimizer)
+    return run["params"], run["losses"], run["step"]
 
 
 # ----------------------------------------------------------------------------- timing on ranks
@@ -311,23 +339,31 @@ def dcp_table(world: int = 2, cfg=None, repeat: int = 3):
 
 def reshard_table(saved_on: int = 3, load_on=(1, 2, 4), cfg=None, steps: int = 2, more: int = 2):
     """Train ``steps`` steps with our FSDP on ``saved_on`` ranks and save with DCP; load on each of
-    ``load_on`` ranks and train ``more``; next to ``steps + more`` steps uninterrupted (float64).
-    Returns a `labkit.table.Table`: the largest parameter difference, and the bytes each file holds."""
+    ``load_on`` ranks, compare what was loaded with what was saved (`full_state`: parameters and
+    Adam's m, v and step, bit for bit), and train ``more``; next to ``steps + more`` steps
+    uninterrupted (float64). Returns a `labkit.table.Table`: the exact check, the largest
+    parameter difference after training on, and the bytes each file holds."""
     import tempfile
+    from functools import partial
 
+    from labkit.checkpoint.state import equal_state
     from labkit.dist import launch
     from labkit.model import GPTConfig
     from labkit.table import Table
 
     cfg = cfg or GPTConfig(layers=2, hidden=12, heads=2, seq_len=6, vocab=29)
-    whole = launch(train_and_checkpoint, saved_on, cfg, steps + more, backend="gloo", quiet=True)[0][0]
+    gathered = partial(checkpoint_run, gather=True)
+    whole = launch(checkpoint_run, saved_on, cfg, steps + more, backend="gloo", quiet=True)[0]["params"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="labkit-dcp-") as folder:
-        launch(train_and_checkpoint, saved_on, cfg, steps, None, folder, backend="gloo", quiet=True)
+        saved = launch(gathered, saved_on, cfg, steps, None, folder, backend="gloo", quiet=True)[0]["saved"]
         sizes = file_bytes(folder)
         for m in load_on:
-            params = launch(train_and_checkpoint, m, cfg, more, folder, backend="gloo", quiet=True)[0][0]
-            rows.append((saved_on, m, max((params[k] - whole[k]).abs().max().item() for k in whole)))
+            runs = launch(gathered, m, cfg, more, folder, backend="gloo", quiet=True)
+            exact = all(equal_state(saved, r["loaded"]) for r in runs)
+            params = runs[0]["params"]
+            rows.append((saved_on, m, "yes" if exact else "NO",
+                         max((params[k] - whole[k]).abs().max().item() for k in whole)))
     files = ", ".join(f"{name} {size} B" for name, size in sorted(sizes.items()))
-    return Table(["saved on", "loaded on", "max |param - uninterrupted|"], rows,
-                 formats={"max |param - uninterrupted|": ".1e"}, title=f"files: {files}")
+    return Table(["saved on", "loaded on", "loaded = saved, bit for bit", f"max |param - uninterrupted|, +{more}"],
+                 rows, formats={f"max |param - uninterrupted|, +{more}": ".1e"}, title=f"files: {files}")

@@ -9,7 +9,7 @@ stops the others and starts them all again, up to ``--max-restarts`` times, tell
 its number in TORCHELASTIC_RESTART_COUNT. Our script needs nothing more than Lab 12's resume:
 every attempt starts from the newest good checkpoint in ``--folder``. ``--fail R S`` kills rank R
 with SIGKILL after step S in the first attempt only, as a crashed node would. Rank 0 writes the
-final parameters to ``--out``.
+result (`train`'s: parameters, optimizer state, losses) and its attempt to ``--out``.
 
 On a cluster, give torchrun ``--nnodes``, ``--rdzv-backend c10d`` and ``--rdzv-endpoint`` instead
 of ``--standalone``; nothing in the script changes. Here gloo is told to stay on the loopback
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m labkit.checkpoint.elastic", description=__doc__.splitlines()[0])
     ap.add_argument("--folder", required=True, help="checkpoint folder (shared by all attempts)")
     ap.add_argument("--steps", type=int, default=12, help="training steps in all")
-    ap.add_argument("--out", required=True, help="where rank 0 writes the final parameters (torch.save)")
+    ap.add_argument("--out", required=True, help="where rank 0 writes its result (torch.save)")
     ap.add_argument("--fail", type=int, nargs=2, metavar=("RANK", "STEP"), default=None,
                     help="kill RANK after STEP in the first attempt")
     a = ap.parse_args(argv)
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     fault = tuple(a.fail) if a.fail and attempt == 0 else None
     result = train(rank, world, RunConfig(), a.steps, a.folder, resume=True, fault=fault)
     if rank == 0:
-        torch.save({"params": result["params"], "resumed_from": result["resumed_from"], "attempt": attempt}, a.out)
+        torch.save({**result, "attempt": attempt}, a.out)
     dist.barrier()
     dist.destroy_process_group()
     return 0

@@ -8,6 +8,13 @@ its rename — by replacing the file functions it can call (``open``, ``io.open`
 parent then reads what is at ``path``: the old contents, the new ones, nothing, or a torn mix.
 It also notes whether the child ever opened ``path`` itself for writing (saving in place).
 
+A kill is not a power loss: what a killed process wrote is in the kernel's page cache and reaches
+the disk anyway, so a save with no ``fsync`` at all survives every kill above. What a power cut
+would lose cannot be produced by killing a process; it is observed instead: the child's
+``os.fsync``/``os.fdatasync`` are wrapped too, and the result says whether the file renamed onto
+``path`` was fsync-ed whole before the rename (``fsync_file``) and the folder after it
+(``fsync_dir``) — the two calls that make the new contents, and the rename itself, durable.
+
 ``resume_experiment(state_fn, ...)`` trains a small GPT whose every step draws on Python's,
 NumPy's, torch's and a GPU's random generators and on a shuffled data order; it runs the whole
 training once, and once as two fresh processes that hand over through a checkpoint: weights,
@@ -24,6 +31,7 @@ import contextlib
 import io
 import os
 import random
+import stat
 import tempfile
 from pathlib import Path
 
@@ -44,6 +52,8 @@ class _Crash:
 
     def __init__(self, point: str, size: int, path: str, report: int):
         self.point, self.path, self.report = point, os.path.abspath(path), report
+        st = os.stat(os.path.dirname(self.path))
+        self.folder = (st.st_dev, st.st_ino)
         self.limit = {"start": 0, "half": size // 2, "end": size}.get(point)
         self.written = 0
 
@@ -66,9 +76,22 @@ class _Crash:
         if self.limit is not None and self.point != "end" and self.written >= self.limit:
             os._exit(9)
 
-    def before_rename(self) -> None:
+    def before_rename(self, src, dst) -> None:
         if self.point in ("end", "rename"):
             os._exit(9)
+        if isinstance(dst, (str, bytes, os.PathLike)) and os.path.abspath(os.fsdecode(dst)) == self.path:
+            with contextlib.suppress(OSError):
+                st = os.stat(src)
+                self.note(f"rename {st.st_dev}:{st.st_ino}")
+
+    def synced(self, fd: int) -> None:
+        """After a finished fsync of ``fd``: note a regular file (which, and how many bytes it
+        held) or this folder."""
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) == self.folder:
+            self.note("fsync-dir")
+        elif stat.S_ISREG(st.st_mode):
+            self.note(f"fsync-file {st.st_dev}:{st.st_ino} {st.st_size}")
 
 
 class _File:
@@ -101,6 +124,7 @@ class _File:
 def _install(crash: _Crash) -> None:
     real_open, real_os_open, real_write = io.open, os.open, os.write
     real_replace, real_rename = os.replace, os.rename
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
 
     def open_(file, mode="r", *args, **kwargs):
         f = real_open(file, mode, *args, **kwargs)
@@ -123,22 +147,43 @@ def _install(crash: _Crash) -> None:
         return n
 
     def replace(src, dst, *args, **kwargs):
-        crash.before_rename()
+        crash.before_rename(src, dst)
         return real_replace(src, dst, *args, **kwargs)
 
     def rename(src, dst, *args, **kwargs):
-        crash.before_rename()
+        crash.before_rename(src, dst)
         return real_rename(src, dst, *args, **kwargs)
+
+    def syncing(real):
+        def sync(fd):
+            fd = fd if isinstance(fd, int) else fd.fileno()
+            real(fd)
+            crash.synced(fd)
+        return sync
 
     builtins.open = io.open = open_
     os.open, os.write, os.replace, os.rename = os_open, os_write, replace, rename
+    os.fsync, os.fdatasync = syncing(real_fsync), syncing(real_fdatasync)
+
+
+def _durability(notes: list[str], size: int) -> tuple[bool, bool]:
+    """(fsync_file, fsync_dir) from the child's notes, in order: the file last renamed onto the path
+    was fsync-ed holding all ``size`` bytes before that rename; the folder was fsync-ed after it."""
+    renamed = next((i for i in reversed(range(len(notes))) if notes[i].startswith("rename ")), None)
+    if renamed is None:
+        return False, False
+    inode = notes[renamed].split()[1]
+    whole = f"fsync-file {inode} {size}"
+    return whole in notes[:renamed], "fsync-dir" in notes[renamed + 1:]
 
 
 def crash_test(save, cases, timeout_s: float = 30.0) -> list[dict]:
     """For each (old bytes or None, new bytes, crash point) in ``cases``: ``save(new, path)`` in a
     killed-on-cue child; returns per case {"found": "old" | "new" | "missing" | "torn", "exit": the
     child's exit status (0 when it finished), "in_place": whether it opened ``path`` for writing,
-    "files": the folder's file names afterwards}."""
+    "fsync_file", "fsync_dir": whether the new file was fsync-ed whole before its rename onto
+    ``path`` and the folder after it (module docstring), "files": the folder's file names
+    afterwards}."""
     import signal
     import time
 
@@ -174,11 +219,12 @@ def crash_test(save, cases, timeout_s: float = 30.0) -> list[dict]:
                     break
                 time.sleep(0.005)
             with os.fdopen(r, "rb") as f:
-                notes = f.read().decode().split()
+                notes = f.read().decode().splitlines()
             found = ("missing" if not os.path.exists(path) else "new" if Path(path).read_bytes() == new else
                      "old" if old is not None and Path(path).read_bytes() == old else "torn")
+            fsync_file, fsync_dir = _durability(notes, len(new))
             out.append({"found": found, "exit": os.waitstatus_to_exitcode(status), "in_place": "opened-final" in notes,
-                        "files": sorted(os.listdir(folder))})
+                        "fsync_file": fsync_file, "fsync_dir": fsync_dir, "files": sorted(os.listdir(folder))})
     return out
 
 

@@ -339,40 +339,42 @@ def simulate_timeline(work_s: float, interval_s: float, checkpoint_s: float, res
 
 
 def optimum_table(cases=((60.0, 15768.0), (300.0, 6 * HOUR_S), (300.0, 900.0)), restart_s: float = 600.0,
-                  work_mtbfs: float = 20.0, grid_steps: int = 6, runs: int = 4000, seed: int = 0) -> Table:
+                  work_mtbfs: float = 20.0, runs: int = 4000, seed: int = 0) -> Table:
     """For each (C, M) in ``cases`` (seconds): Young, Daly, the exact optimum, and the simulated best
-    interval over the grid τ = τ_Daly·2^(k/4), k = −grid_steps..grid_steps (a job of
-    ``work_mtbfs``·M seconds of work, ``runs`` runs per point, its own seed per point). Intervals
-    are printed in minutes.
+    interval over a grid that no formula chose: every τ = 2^(k/8) minutes (k an integer) from half
+    to twice the exact optimum (a job of ``work_mtbfs``·M seconds of work, ``runs`` runs per point,
+    its own seed per point). Intervals are printed in minutes.
 
-    "band": the grid intervals whose simulated mean wall time is within 2·√(SE_τ² + SE_best²) of
-    the best one (the simulation cannot tell them apart). "z Daly": how many standard errors of the
-    difference the simulated wall time at Daly's τ lies above the best grid point's (0 when Daly's
-    τ is the best). "Young +%", "Daly +%": the closed form's wall time at that τ above its minimum."""
+    "z Young", "z Daly": the job simulated at that formula's τ, how many standard errors of the
+    difference its mean wall time lies above the best grid point's (negative: below it).
+    "sim - closed": the simulated mean wall time at Daly's τ minus the closed form's, in standard
+    errors. "Young +%", "Daly +%": the closed form's wall time at that τ above its minimum."""
     fn = "optimum_table"
     r = _nonnegative(fn, "restart_s", restart_s)
-    k_max = check_int(fn, "grid_steps", grid_steps, minimum=1, maximum=20)
     work_mtbfs = check_real(fn, "work_mtbfs", work_mtbfs, positive=True)
     rows = []
     for i, (c, m) in enumerate(cases):
         c = check_real(fn, "checkpoint_s", c, positive=True)
         m = check_real(fn, "mtbf_s", m, positive=True)
         young, daly, exact = young_interval(c, m), daly_interval(c, m), exact_interval(c, m)
-        grid = [daly * 2.0 ** (k / 4) for k in range(-k_max, k_max + 1)]
-        sims = [simulate_job(work_mtbfs * m, tau, c, r, m, runs=runs, seed=seed + 1000 * i + j)
-                for j, tau in enumerate(grid)]
+        lo, hi = math.ceil(8 * math.log2(exact / 2 / 60)), math.floor(8 * math.log2(2 * exact / 60))
+        grid = [60.0 * 2.0 ** (k / 8) for k in range(lo, hi + 1)]
+        sim = lambda tau, j: simulate_job(work_mtbfs * m, tau, c, r, m, runs=runs, seed=seed + 1000 * i + j)  # noqa: E731
+        sims = [sim(tau, j) for j, tau in enumerate(grid)]
         best = min(range(len(grid)), key=lambda j: sims[j].wall_mean_s)
-        near = [grid[j] for j, s in enumerate(sims) if s.wall_mean_s - sims[best].wall_mean_s
-                <= 2.0 * math.hypot(s.wall_se_s, sims[best].wall_se_s)]
-        d, b = sims[k_max], sims[best]
-        z = (d.wall_mean_s - b.wall_mean_s) / math.hypot(d.wall_se_s, b.wall_se_s) if best != k_max else 0.0
+        b = sims[best]
+        z = lambda s: (s.wall_mean_s - b.wall_mean_s) / math.hypot(s.wall_se_s, b.wall_se_s)  # noqa: E731
+        at_young, at_daly = sim(young, len(grid)), sim(daly, len(grid) + 1)
+        closed = expected_wall_time(work_mtbfs * m, daly, c, r, m).wall_s
         floor = wall_time_per_work(exact, c, r, m)
         excess = lambda tau: 100 * (wall_time_per_work(tau, c, r, m) / floor - 1)  # noqa: E731
-        rows.append([c / 60, m / HOUR_S, young / 60, daly / 60, exact / 60, grid[best] / 60,
-                     f"{min(near) / 60:.1f}-{max(near) / 60:.1f}", z, excess(young), excess(daly)])
+        rows.append([c / 60, m / HOUR_S, young / 60, daly / 60, exact / 60, grid[best] / 60, z(at_young),
+                     z(at_daly), (at_daly.wall_mean_s - closed) / at_daly.wall_se_s, excess(young), excess(daly)])
     one = ".1f"
-    return Table(["C", "M (h)", "Young", "Daly", "exact", "sim best", "band", "z Daly", "Young +%", "Daly +%"],
+    return Table(["C", "M (h)", "Young", "Daly", "exact", "sim best", "z Young", "z Daly", "sim - closed",
+                  "Young +%", "Daly +%"],
                  rows, formats={"C": one, "M (h)": ".2f", "Young": one, "Daly": one, "exact": one,
-                                "sim best": one, "z Daly": one, "Young +%": ".3f", "Daly +%": ".5f"},
+                                "sim best": one, "z Young": one, "z Daly": one, "sim - closed": one,
+                                "Young +%": ".3f", "Daly +%": ".5f"},
                  title=f"Checkpoint intervals (min): formulas vs simulation, R = {r / 60:g} min, "
                        f"{work_mtbfs:g} MTBFs of work, {runs} runs a point")

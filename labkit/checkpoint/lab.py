@@ -1,6 +1,6 @@
 """The Lab 12 notebook's one-liners, and its "check your work" pictures.
 
-    crash_table(saves)                  each save function killed at each moment: what is left
+    crash_table(saves)                  each save function killed at each moment: what is left; its fsyncs
     resume_table(worlds)                stop + resume in fresh processes vs uninterrupted; each state forgotten
     failure_demo(world, steps, kill)    a rank killed mid-run, the supervisor's restart, the result
     fewer_table(world, steps, kill)     going on with one rank less: batch, learning rate, losses
@@ -25,6 +25,7 @@ from labkit.checkpoint import io
 from labkit.checkpoint.experiments import CRASH_POINTS, crash_test, resume_experiment
 from labkit.checkpoint.failures import continue_on_fewer, smaller, supervise
 from labkit.checkpoint.resume import FORGETTABLE, RunConfig, train
+from labkit.checkpoint.state import equal_state
 from labkit.dist import launch
 from labkit.table import Table
 
@@ -32,14 +33,34 @@ RUN = RunConfig()
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _same(a: dict, b: dict) -> bool:
-    return all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"]) and a["losses"] == b["losses"]
+def compare_runs(full: dict, resumed: dict) -> dict:
+    """A resumed run (`train`'s result) against the uninterrupted one, bit for bit: the parameters,
+    the optimizer's state (moments, step counts, learning rates), and the loss of every step the
+    resumed process computed itself (steps ``resumed_from + 1`` on; the earlier losses came from
+    the checkpoint and prove nothing). "first": the first of those steps whose loss differs."""
+    start = resumed["resumed_from"]
+    mine, theirs = resumed["losses"][start:], full["losses"][start:len(resumed["losses"])]
+    first = next((start + k + 1 for k, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
+    out = {"params": equal_state(full["params"], resumed["params"]),
+           "optimizer": equal_state(full["optimizer"], resumed["optimizer"]),
+           "losses": len(mine) > 0 and mine == theirs, "recomputed": len(mine), "first": first}
+    out["same"] = out["params"] and out["optimizer"] and out["losses"]
+    return out
 
 
 def _in_place(data: bytes, path: str) -> None:
     """The common mistake: open the checkpoint's own name and write."""
     with open(path, "wb") as f:
         f.write(data)
+
+
+def _no_fsync(data: bytes, path: str) -> None:
+    """Temp file + rename with no fsync at all: whole after any kill, not after a power cut."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".labkit-", suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def _labkit_save(data: bytes, path: str) -> None:
@@ -54,62 +75,79 @@ def _labkit_save(data: bytes, path: str) -> None:
     io._fsync_dir(Path(folder))
 
 
+SAVES = {"in place": _in_place, "temp + rename, no fsync": _no_fsync, "temp + fsync + rename": _labkit_save}
+
+
 def crash_table(saves: dict | None = None, size: int = 1 << 16) -> Table:
     """Each save function (name -> fn(data, path)) killed before its first byte, half way, after its
-    last byte and just before a rename, over an old file: what each leaves at the path."""
-    saves = saves or {"in place": _in_place, "temp + fsync + rename": _labkit_save}
+    last byte and just before a rename, over an old file: what each leaves at the path. Then, left
+    to finish, whether it fsync-ed the new file whole before the rename and the folder after it
+    (`crash_test`): what a kill cannot show, since a killed process's writes survive it."""
+    saves = saves or SAVES
     old, new = b"o" * size, b"n" * (size + 1)
     points = CRASH_POINTS[1:]
     rows = []
     for name, fn in saves.items():
-        found = crash_test(fn, [(old, new, p) for p in points])
-        rows.append([name] + [f["found"] for f in found])
-    return Table(["save", *(f"killed at {p}" for p in points)], rows,
-                 title=f"an old checkpoint of {size} bytes, a new one of {size + 1}: what is at the path after")
+        *found, done = crash_test(fn, [(old, new, p) for p in points] + [(old, new, "none")])
+        yes = lambda flag: "yes" if flag else "NO"  # noqa: E731
+        rows.append([name] + [f["found"] for f in found] + [done["found"], yes(done["fsync_file"]),
+                                                             yes(done["fsync_dir"])])
+    return Table(["save", *points, "finished", "fsync file", "fsync folder"], rows,
+                 title=f"old file {size} B, new {size + 1} B: what is at the path when killed at...; "
+                       "left to finish")
 
 
 def resume_table(worlds=(1, 2), steps: int = 8, stop: int = 4) -> Table:
     """Stop after ``stop`` steps, resume in fresh processes, finish ``steps``: equal to the
-    uninterrupted run (parameters, optimizer state and every loss)? On each of ``worlds``; then, on
-    the first, with one state left out at a time."""
+    uninterrupted run (`compare_runs`: parameters, optimizer state, and the losses the resumed
+    processes computed), on every rank? On each of ``worlds``; then, on the first, with one state
+    left out at a time."""
     rows = []
+    yes = lambda flag: "equal" if flag else "DIFFER"  # noqa: E731
     for world in worlds:
         full = launch(train, world, RUN, steps, quiet=True)
         for forget in ((), *((f,) for f in FORGETTABLE)) if world == worlds[0] else ((),):
             with tempfile.TemporaryDirectory(prefix="labkit-resume-") as folder:
                 launch(train, world, RUN, steps, folder, False, stop, quiet=True)
                 res = launch(train, world, RUN, steps, folder, True, None, None, forget, quiet=True)
-            same = all(_same(full[r], res[r]) for r in range(world))
-            first = next((k + 1 for k, (a, b) in enumerate(zip(full[0]["losses"], res[0]["losses"])) if a != b), "-")
-            rows.append((world, "nothing" if not forget else forget[0], "yes" if same else "NO", first))
-    return Table(["ranks", "left out on resume", "bit-identical", "first step that differs"], rows,
-                 title=f"{steps} steps; stopped after {stop}, resumed in fresh processes")
+            cmp = [compare_runs(full[r], res[r]) for r in range(world)]
+            firsts = [c["first"] for c in cmp if c["first"] is not None]
+            rows.append((world, "nothing" if not forget else forget[0], yes(all(c["params"] for c in cmp)),
+                         yes(all(c["optimizer"] for c in cmp)), yes(all(c["losses"] for c in cmp)),
+                         min(firsts) if firsts else "-"))
+    return Table(["ranks", "left out", "parameters", "optimizer state", f"losses {stop + 1}-{steps}",
+                  "first loss that differs"], rows,
+                 title=f"{steps} steps; stopped after {stop}; resumed in fresh processes; every rank vs the "
+                       "uninterrupted run")
 
 
 def failure_demo(world: int = 4, steps: int = 10, kill: tuple = (2, 7)):
-    """A rank SIGKILLed after a step; the supervisor restarts; prints its log and compares with the
-    uninterrupted run. Returns the `Supervised` record."""
+    """A rank SIGKILLed after a step; the supervisor restarts; prints its log. Returns the
+    `Supervised` record and rank 0's `compare_runs` against the uninterrupted run."""
     full = launch(train, world, RUN, steps, quiet=True)[0]
     with tempfile.TemporaryDirectory(prefix="labkit-fail-") as folder:
         run = supervise(world, RUN, steps, folder, kill=kill)
     for line in run.log:
         print(line)
-    print(f"final parameters equal to the uninterrupted run's: {_same(full, run.result)}")
-    return run
+    return run, compare_runs(full, run.result)
 
 
 def fewer_table(world: int = 4, steps: int = 12, kill: tuple = (3, 5)) -> Table:
-    """The losses of the uninterrupted run on ``world`` ranks next to the run that lost a rank after
-    step ``kill[1]`` and went on with ``world − 1`` (batch and learning rate scaled: `smaller`)."""
+    """The global loss (the whole batch's: the mean over the ranks) of the uninterrupted run on
+    ``world`` ranks, next to the run that lost a rank after step ``kill[1]`` and went on with
+    ``world − 1`` from the last checkpoint (batch and learning rate scaled: `smaller`). Up to that
+    checkpoint the second run's losses are those its first, killed, attempt saved."""
     full = launch(train, world, RUN, steps, quiet=True)[0]
     with tempfile.TemporaryDirectory(prefix="labkit-fewer-") as folder:
         run = continue_on_fewer(world, RUN, steps, folder, kill=kill)
     less = smaller(RUN, world, world - 1)
-    rows = [(k + 1, world if k < run.result["resumed_from"] else world - 1, a, b)
-            for k, (a, b) in enumerate(zip(full["losses"], run.result["losses"]))]
-    return Table(["step", "ranks", f"loss, {world} ranks", "loss, lost one"], rows,
-                 formats={f"loss, {world} ranks": ".4f", "loss, lost one": ".4f"},
-                 title=f"{run.log[0]}; then batch {RUN.batch} -> {less.batch}, lr {RUN.lr:g} -> {less.lr:g}")
+    start = run.result["resumed_from"]
+    rows = [(k + 1, world if k < start else world - 1, a, b)
+            for k, (a, b) in enumerate(zip(full["global_losses"], run.result["global_losses"]))]
+    return Table(["step", "ranks", f"global loss, {world} ranks", "global loss, lost one"], rows,
+                 formats={f"global loss, {world} ranks": ".4f", "global loss, lost one": ".4f"},
+                 title=f"{run.log[0]}; resumed from step {start}; batch {RUN.batch} -> {less.batch}, "
+                       f"lr {RUN.lr:g} -> {less.lr:g}")
 
 
 def torchrun_command(world: int, steps: int, folder: str, out: str, fail: tuple | None) -> list[str]:
@@ -120,9 +158,10 @@ def torchrun_command(world: int, steps: int, folder: str, out: str, fail: tuple 
     return cmd + (["--fail", str(fail[0]), str(fail[1])] if fail else [])
 
 
-def torchrun_demo(world: int = 2, steps: int = 6, fail: tuple = (1, 3)) -> dict:
-    """Run the training under torchrun with a rank killed in the first attempt; returns what rank 0
-    wrote ({"params", "resumed_from", "attempt"}) and prints whether it equals `train`'s run."""
+def torchrun_demo(world: int = 2, steps: int = 6, fail: tuple = (1, 3)):
+    """Run the training under torchrun with a rank killed in the first attempt; prints the restarts.
+    Returns what rank 0 wrote (`train`'s result and "attempt") and its `compare_runs` against the
+    uninterrupted run."""
     with tempfile.TemporaryDirectory(prefix="labkit-torchrun-") as folder:
         out = os.path.join(folder, "final.pt")
         done = subprocess.run(torchrun_command(world, steps, os.path.join(folder, "ckpt"), out, fail), cwd=ROOT,
@@ -132,10 +171,52 @@ def torchrun_demo(world: int = 2, steps: int = 6, fail: tuple = (1, 3)) -> dict:
             raise RuntimeError(f"torchrun_demo: torchrun exited {done.returncode}: {done.stderr.strip()[-300:]}")
         final = torch.load(out)
     full = launch(train, world, RUN, steps, quiet=True)[0]
-    same = all(torch.equal(full["params"][k], final["params"][k]) for k in full["params"])
     print(f"torchrun: {final['attempt']} restart(s); the last attempt resumed from step {final['resumed_from']}")
-    print(f"final parameters equal to the uninterrupted run's: {same}")
-    return final
+    return final, compare_runs(full, final)
+
+
+def overwrite_demo(size: int = 1000) -> dict:
+    """A DCP save with ``overwrite=True`` into the folder of an older checkpoint, killed (in a forked
+    child) as it opens its second data file: the old ``.metadata`` is still there, next to one data
+    file already rewritten. Both checkpoints hold {"a": (size,), "b": (size,)}, one item per file;
+    the old one is all 1s, the new all 2s. Returns {"files": names left, "a", "b": the value each
+    tensor loads with, "error": what loading said (None: nothing)}."""
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import filesystem
+
+    def save(value: float, folder: str) -> None:
+        state = {"a": torch.full((size,), value), "b": torch.full((size,), value)}
+        writer = dcp.FileSystemWriter(folder, single_file_per_rank=False, sync_files=True, overwrite=True)
+        dcp.save(state, storage_writer=writer, no_dist=True)
+
+    with tempfile.TemporaryDirectory(prefix="labkit-overwrite-") as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        save(1.0, folder)
+        pid = os.fork()
+        if pid == 0:                                    # the second save, killed mid-way
+            try:
+                real, opened = filesystem.FileSystem.create_stream, []
+
+                def create_stream(self, path, mode):
+                    if str(path).endswith(".distcp") and opened:
+                        os._exit(9)
+                    opened.append(path)
+                    return real(self, path, mode)
+
+                filesystem.FileSystem.create_stream = create_stream
+                save(2.0, folder)
+            finally:
+                os._exit(3)
+        os.waitpid(pid, 0)
+        state, error = {"a": torch.zeros(size), "b": torch.zeros(size)}, None
+        try:
+            dcp.load(state, storage_reader=dcp.FileSystemReader(folder), no_dist=True)
+        except Exception as e:  # noqa: BLE001 - what loading says is the result
+            error = f"{type(e).__name__}: {e}"
+        values = {k: sorted(set(v.tolist())) for k, v in state.items()}
+        return {"files": sorted(os.listdir(folder)), **values, "error": error}
 
 
 # ---------------------------------------------------------------------- check your work

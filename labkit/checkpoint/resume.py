@@ -71,7 +71,8 @@ class Trainer:
     sampler: ResumableSampler = None
     data: tuple = None
     ddp: object = None
-    losses: list = field(default_factory=list)
+    losses: list = field(default_factory=list)          # this rank's loss (its slice of the batch)
+    global_losses: list = field(default_factory=list)   # the whole batch's: the mean over the ranks
 
     def __post_init__(self):
         run = self.run
@@ -106,11 +107,17 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         self.losses.append(loss.item())
+        mean = loss.detach().clone()                      # equal slices: the global loss is the mean
+        if self.world > 1:
+            dist.all_reduce(mean)
+            mean /= self.world
+        self.global_losses.append(mean.item())
         return self.losses[-1]
 
     def save(self, manager: CheckpointManager, step: int) -> None:
         manager.save(step, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                     extra={"sampler": self.sampler.state_dict(), "losses": self.losses})
+                     extra={"sampler": self.sampler.state_dict(), "losses": self.losses,
+                            "global_losses": self.global_losses})
 
     def restore(self, manager: CheckpointManager, forget=()) -> int:
         """Load this rank's newest good checkpoint; the step to go on from (0 if there is none)."""
@@ -133,7 +140,7 @@ class Trainer:
             np.random.set_state(_numpy(before))
         if "sampler" not in forget:
             self.sampler.load_state_dict(extra["sampler"])
-        self.losses = list(extra["losses"])
+        self.losses, self.global_losses = list(extra["losses"]), list(extra.get("global_losses", []))
         return step
 
 
@@ -175,7 +182,9 @@ def train(rank: int, world: int, run: RunConfig, steps: int, folder=None, resume
     stop_after: save and return after this step (an orderly stop).
     fault: (rank, step): that rank kills itself (SIGKILL) right after that step — a crash.
     forget: states not restored on resume (module docstring).
-    Returns {"step", "params": {name: tensor}, "optimizer": state dict, "losses", "resumed_from"}.
+    Returns {"step", "params": {name: tensor}, "optimizer": state dict, "losses" (this rank's),
+    "global_losses" (the whole batch's), "resumed_from"}; the losses of steps up to
+    ``resumed_from`` come from the checkpoint, the others were computed by this process.
     """
     check_int("train", "steps", steps, minimum=1)
     seed_everything(run.seed * 1000 + rank)
@@ -191,4 +200,5 @@ def train(rank: int, world: int, run: RunConfig, steps: int, folder=None, resume
         if step == stop_after:
             break
     return {"step": step, "params": {n: p.detach().clone() for n, p in trainer.model.named_parameters()},
-            "optimizer": trainer.optimizer.state_dict(), "losses": trainer.losses, "resumed_from": start}
+            "optimizer": trainer.optimizer.state_dict(), "losses": trainer.losses,
+            "global_losses": trainer.global_losses, "resumed_from": start}

@@ -82,3 +82,15 @@ class ResumableSampler:
     def load_state_dict(self, state: dict) -> None:
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
         self._order = self._permutation()
+
+
+def equal_state(a, b) -> bool:
+    """Bit-for-bit equality of nested dicts, lists and tuples of tensors and plain values (state
+    dicts, optimizer states): same keys, same dtypes, same numbers (``torch.equal``)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(equal_state(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(equal_state(x, y) for x, y in zip(a, b))
+    return a == b

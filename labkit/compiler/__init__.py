@@ -11,11 +11,13 @@ Import the submodule you need (``from labkit.compiler import ir``); this file im
     differentiation.py  three ways to differentiate one function: symbolic (and expression swell),
                         finite differences (error against step size), automatic
     fx_passes.py        graph rewrites on torch.fx graphs, each pass a function gm -> gm
-    fx_measure.py       what a pass buys: nodes, aten ops, time, change in outputs
+    fx_measure.py       what a pass buys: nodes, launches (torch.profiler), time, change in outputs
     rewrite_search.py   TASO-style rewrite rules verified by random testing; greedy vs relaxed
                         (backtracking) search under a cost model
     inside_compile.py   torch.compile from the inside: Dynamo's graphs, guards, graph breaks,
                         Inductor's generated code, recompilation and shape bucketing
+    aot.py              AOTAutograd: the joint forward+backward graph, functionalization,
+                        decomposition to core ATen/prims, and what each partitioner saves
     autotune.py         a tiled kernel's search space: exhaustive, random, learned-cost-model search
     cuda_graphs.py      launch overhead with and without a captured CUDA graph (GPU only)
     landscape.py        XLA, TVM, Triton, TorchInductor and hand-written kernels compared

@@ -347,6 +347,7 @@ def compare(space: Space, measure: Measure, budget: int, seeds: Iterable[int] = 
     searches replay the times of one exhaustive pass and every method sees identical numbers.
     Returns {"optimum": s, "best_config": dict, "table": {config tuple: s},
              "curves": {method: array (budget,) of mean best/optimum},
+             "runs": {method: array (seeds, budget) of best/optimum, one row per seed},
              "within": {method: {pct: (fraction of seeds that got within pct % of the optimum,
                                        mean evaluations those seeds needed, or None)}}}
     """
@@ -365,13 +366,14 @@ def compare(space: Space, measure: Measure, budget: int, seeds: Iterable[int] = 
     traces = {"exhaustive": [full] * len(seeds),
               "random": [random_search(space, memo, budget, s) for s in seeds],
               "model": [model_search(space, memo, budget, s, **model_kwargs) for s in seeds]}
-    curves, within = {}, {}
+    curves, within, runs = {}, {}, {}
     for method, ts in traces.items():
-        curves[method] = np.mean([np.asarray(t.best_so_far[:budget]) / opt for t in ts], axis=0)
+        runs[method] = np.array([np.asarray(t.best_so_far[:budget]) / opt for t in ts])
+        curves[method] = runs[method].mean(axis=0)
         within[method] = {}
         for pct in (1, 5, 10):
             hits = [evaluations_to_within(t, opt, pct) for t in ts]
             ok = [h for h in hits if h is not None and h <= budget]
             within[method][pct] = (len(ok) / len(ts), float(np.mean(ok)) if ok else None)
     return {"optimum": opt, "best_config": full.best_config, "table": table, "curves": curves,
-            "within": within}
+            "runs": runs, "within": within}

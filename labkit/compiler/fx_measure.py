@@ -9,38 +9,45 @@ same inputs and returns a `PassMeasurement`:
     seconds_before, seconds_after     median wall time of one call, s (``labkit.bench.median_time``)
     max_abs_diff                      largest |before − after| over all output elements
 
-**Launches.** Every aten op that runs on a tensor is, on a GPU, one kernel launch (on a CPU one
-call into a kernel library) and one pass over its operands in memory. `count_launches` counts the
-ops seen by a `TorchDispatchMode` during one call, leaving out view ops (``aten.t``, ``aten.view``,
-``aten.split_with_sizes``, ...) and the ops in `NO_KERNEL_OPS` (``aten.empty``, ``aten._unsafe_view``,
-...), which only allocate memory or make new tensor metadata and run no kernel. A fused
-group from `fx_passes.fuse_elementwise` is one op (``labkit.fused_elementwise``) there.
+**Launches** are counted with ``torch.profiler`` during one call (after a warm-up call, so that
+any compilation happens outside it). On a GPU each CUDA kernel the device ran is a launch. On a
+CPU nothing is launched; the count is the calls into the kernel library: every aten op called
+from outside aten — by Python, by a custom op such as ``labkit::fused_elementwise``, or by
+compiled code — not counting the aten ops it calls itself (``aten::relu`` calls
+``aten::clamp_min``; ``aten::linear`` calls ``aten::addmm``), views (``aten::t``,
+``aten::view``, ...) and the ops in `NO_KERNEL_OPS` (``aten::empty``, ...), which only allocate
+memory or make new tensor metadata; plus each kernel Inductor generated (recorded as
+``graph_<k>_cpp_fused_...`` when compiled with ``cpp.enable_kernel_profile``, as
+`fx_passes.fuse_elementwise` does). A profiler sees inside a custom op, where a
+``TorchDispatchMode`` cannot (the mode is off while its own handler runs): an eagerly fused group
+still runs every op of its body.
 
 Both modules run under ``torch.no_grad()``: these are inference measurements.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch import fx, nn
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from labkit.bench import median_time
 from labkit.checks import check_int, check_real
 
-__all__ = ["PassMeasurement", "count_nodes", "LaunchCounter", "count_launches", "launch_counts",
-           "max_abs_diff", "measure_pass", "cpp_compiler", "NO_KERNEL_OPS"]
+__all__ = ["PassMeasurement", "count_nodes", "count_launches", "launch_counts", "max_abs_diff", "measure_pass",
+           "cpp_compiler", "NO_KERNEL_OPS"]
 
 # Ops that allocate or relabel memory without running a kernel (besides those flagged as views).
 NO_KERNEL_OPS = frozenset({"aten.empty", "aten.empty_like", "aten.empty_strided", "aten.new_empty",
                            "aten.new_empty_strided", "aten._unsafe_view", "aten.detach", "aten.alias",
-                           "aten.lift_fresh"})
+                           "aten.lift_fresh", "aten.resize_", "aten.set_"})
 
 
 @dataclass(frozen=True)
@@ -75,30 +82,73 @@ def count_nodes(gm: fx.GraphModule) -> int:
     return sum(n.op not in ("placeholder", "output") for n in gm.graph.nodes)
 
 
-class LaunchCounter(TorchDispatchMode):
-    """A dispatch mode that counts the ops that run inside it by name (``ops``), leaving out views
-    and `NO_KERNEL_OPS`."""
+def _is_view(name: str) -> bool:
+    """Whether every overload of the aten op ``name`` ("aten.t") is a view (no kernel runs)."""
+    packet = getattr(torch.ops.aten, name.split(".", 1)[1], None)
+    if packet is None:
+        return False
+    overloads = [getattr(packet, o) for o in packet.overloads()]
+    return bool(overloads) and all(o.is_view for o in overloads)
 
-    def __init__(self):
-        super().__init__()
-        self.ops: Counter = Counter()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func.overloadpacket)
-        if not func.is_view and name not in NO_KERNEL_OPS:
-            self.ops[name] += 1
-        return func(*args, **(kwargs or {}))
+def _inputs_on_cuda(inputs) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.is_cuda for t in tree_leaves(inputs))
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 (the profiler's C++ side logs "profiler_start/stop" lines there,
+    which a notebook would show) for the duration of the block."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def launch_counts(fn: Callable, *inputs) -> Counter:
-    """Which ops (``aten.addmm``, ...) ``fn(*inputs)`` runs and how often (no views, no `NO_KERNEL_OPS`)."""
-    with torch.no_grad(), LaunchCounter() as counter:
+    """Launches of one call ``fn(*inputs)`` under no_grad, by name, from ``torch.profiler`` (module
+    docstring): CUDA kernels when an input is on a GPU; else calls into aten from outside it
+    ("aten.addmm" style names, no views, no `NO_KERNEL_OPS`) and Inductor's CPU kernels. ``fn`` is
+    called once before, unprofiled, so that compiling is not counted."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = _inputs_on_cuda(inputs)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with torch.no_grad():
         fn(*inputs)
-    return counter.ops
+        if cuda:
+            torch.cuda.synchronize()
+        with _quiet_stderr(), profile(activities=activities) as prof:
+            fn(*inputs)
+            if cuda:
+                torch.cuda.synchronize()
+    counts: Counter = Counter()
+    for e in prof.events():
+        if cuda:
+            if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset")):
+                counts[e.name] += 1
+            continue
+        if "cpp_fused" in e.name or e.name.startswith("graph_"):       # an Inductor kernel
+            counts[e.name] += 1
+            continue
+        if not e.name.startswith("aten::"):
+            continue
+        parent = e.cpu_parent
+        while parent is not None and not parent.name.startswith("aten::"):
+            parent = parent.cpu_parent
+        name = e.name.replace("::", ".", 1)
+        if parent is None and name not in NO_KERNEL_OPS and not _is_view(name):
+            counts[name] += 1
+    return counts
 
 
 def count_launches(fn: Callable, *inputs) -> int:
-    """Number of non-view ops (kernel launches) one call ``fn(*inputs)`` runs, under no_grad."""
+    """Number of launches (`launch_counts`) of one call ``fn(*inputs)``."""
     return sum(launch_counts(fn, *inputs).values())
 
 

@@ -401,11 +401,11 @@ class FusedElementwise:
 
     ``steps`` is a tuple of ``(callable, args, kwargs)`` whose arguments are literals or `_Slot`s.
     Calling it with tensors runs the whole program as **one** dispatcher op,
-    ``torch.ops.labkit.fused_elementwise`` — what a fusing compiler emits as one kernel — so a
-    `TorchDispatchMode` (``fx_measure.count_launches``) sees one op instead of one per step. Its
-    body runs the steps eagerly (each still makes one pass over memory), or through
-    ``torch.compile`` when the fusion pass was asked to compile, which generates one loop. If an
-    input is not a tensor (an int from ``x.size(0)``), the steps simply run eagerly.
+    ``torch.ops.labkit.fused_elementwise``. That alone fuses nothing: its body runs the steps
+    eagerly, one aten op (one kernel, one pass over memory) per step, and a profiler
+    (``fx_measure.count_launches``) counts every one of them. Only when the fusion pass was asked
+    to compile does the body go through ``torch.compile``, which generates one loop: one kernel.
+    If an input is not a tensor (an int from ``x.size(0)``), the steps simply run eagerly.
     """
 
     def __init__(self, steps: tuple, n_inputs: int, compile: bool = False):
@@ -418,7 +418,9 @@ class FusedElementwise:
         self._last_uses = [[i for i, s in last.items() if s == step] for step in range(len(steps))]
         self.program_id = next(_PROGRAM_IDS)
         self.__name__ = self.__qualname__ = f"fused_elementwise_{self.program_id}"
-        self._compiled = torch.compile(self.run, dynamic=False) if compile else None
+        # cpp.enable_kernel_profile: the generated CPU kernel shows in torch.profiler (count_launches)
+        self._compiled = (torch.compile(self.run, dynamic=False, options={"cpp.enable_kernel_profile": True})
+                          if compile else None)
         _PROGRAMS[self.program_id] = self
 
     def run(self, *inputs):
@@ -509,9 +511,11 @@ def fuse_elementwise(gm: fx.GraphModule, compile: bool = False) -> fx.GraphModul
     (named ``fused_elementwise_<k>``), called with the group's inputs from outside (other nodes;
     literal arguments are baked into the program). Everything else is unchanged.
 
-    Saving: a group of k ops was k aten ops (k kernel launches, k passes over memory, k - 1
-    intermediate tensors); fused it is one op. With ``compile=True`` each group's body is
-    ``torch.compile``d (needs a C++ compiler on CPU, Triton on GPU), which generates one loop.
+    Saving: a group of k ops is k aten ops (k kernel launches, k passes over memory, k - 1
+    intermediate tensors). Fused but not compiled it is one node that still runs the k ops: fewer
+    nodes, the same launches, and the cost of one more call. With ``compile=True`` each group's
+    body is ``torch.compile``d (needs a C++ compiler on CPU, Triton on GPU), which generates one
+    loop: one launch, one pass over memory.
     Outputs equal the original's bit for bit when not compiled (the same ops run in the same
     order); compiled code may reorder arithmetic (differences of a few ulps).
     """

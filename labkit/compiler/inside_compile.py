@@ -174,8 +174,10 @@ def guards_of(fn: Callable, *args, dynamic: bool | None = None, **kwargs) -> lis
 # ----------------------------------------------------------------------------- graph breaks
 def breaking_fn(x: torch.Tensor) -> torch.Tensor:
     """Graph breaks on purpose: a Python ``if`` on a tensor's value, a ``print`` and ``.item()``.
-    The ``print`` breaks the graph when ``sys.stdout`` is a plain file; under pytest or Jupyter,
-    which replace it, Dynamo may get past it — so count on two breaks, or three."""
+    Dynamo never traces the ``print``, whatever ``sys.stdout`` is; ``explain`` counts it as a
+    break only when a graph is under way before it: when ``x.sum() > 0`` the code resumed after
+    the ``if`` starts with ``x + 1`` and the print ends that graph (three breaks); otherwise the
+    resumed code starts at the print itself and nothing is broken (two)."""
     if x.sum() > 0:              # the branch taken depends on data: Dynamo cannot know it
         x = x + 1
     print("breaking_fn: branch done")     # a side effect outside the graph

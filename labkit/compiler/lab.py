@@ -1,7 +1,9 @@
 """The Lab 13 notebook's one-liners, and its "check your work" pictures.
 
     mlp_both_ways()                 the MLP as an IR graph and eagerly: listing, outputs, gradients
-    pass_table(timed=False)         each torch.fx pass: nodes, aten ops, max |change|; seconds if timed
+    pass_table(timed=False)         each torch.fx pass: nodes, launches (profiled), max |change|; µs if timed
+    guard_lines(fn, *args)          Dynamo's guards on fn's arguments, shortened (no object ids)
+    kernel_excerpt(code)            Inductor's generated kernels and call(), compacted for reading
     rewrite_table()                 greedy vs relaxed search on a graph where greedy is stuck
     recompile_table(lengths)        compiles over varying shapes: static, automatic, dynamic
     autotune_table(measure, ...)    exhaustive vs random vs cost-model search: best found vs evaluations
@@ -10,6 +12,9 @@
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
 from __future__ import annotations
+
+import re
+from functools import partial
 
 import torch
 from torch import nn
@@ -69,28 +74,45 @@ class _Chain(nn.Module):
         return torch.sigmoid(torch.relu(x * 2 + 1) - 0.5) * x
 
 
-def _pass_cases():
-    """(name, pass, GraphModule or module, inputs) for each pass, float64 inputs fixed by seed."""
+def _pass_cases(compiled_fusion: bool = False):
+    """(name, pass, GraphModule or module, inputs) for each pass, float64 inputs fixed by seed.
+    Fusion twice: its fused bodies run eagerly, and (``compiled_fusion``) through torch.compile."""
     g = torch.Generator().manual_seed(6)
-    return [("dead code elimination", fx_passes.dead_code_elimination, fx_cases.build("dead_chain"),
-             fx_cases.inputs("dead_chain", 0)),
-            ("constant folding", fx_passes.constant_folding, fx_cases.build("frozen_adapter"),
-             fx_cases.inputs("frozen_adapter", 0)),
-            ("common subexpressions", fx_passes.common_subexpression_elimination, fx_cases.build("repeats"),
-             fx_cases.inputs("repeats", 0)),
-            ("elementwise fusion", fx_passes.fuse_elementwise, torch.fx.symbolic_trace(_Chain()),
-             [torch.randn(256, 256, generator=g)]),
-            ("conv + batch norm", fx_passes.fold_conv_bn, torch.fx.symbolic_trace(_ConvBN()),
-             [torch.randn(2, 3, 16, 16, generator=g)]),
-            ("QKV concatenation", fx_passes.concat_qkv, torch.fx.symbolic_trace(_QKV()),
-             [torch.randn(32, 64, generator=g)])]
+    chain_input = [torch.randn(256, 256, generator=g)]
+    cases = [("dead code elimination", fx_passes.dead_code_elimination, fx_cases.build("dead_chain"),
+              fx_cases.inputs("dead_chain", 0)),
+             ("constant folding", fx_passes.constant_folding, fx_cases.build("frozen_adapter"),
+              fx_cases.inputs("frozen_adapter", 0)),
+             ("common subexpressions", fx_passes.common_subexpression_elimination, fx_cases.build("repeats"),
+              fx_cases.inputs("repeats", 0)),
+             ("fusion, eager body", fx_passes.fuse_elementwise, torch.fx.symbolic_trace(_Chain()), chain_input)]
+    if compiled_fusion:
+        cases.append(("fusion, compiled body", partial(fx_passes.fuse_elementwise, compile=True),
+                      torch.fx.symbolic_trace(_Chain()), chain_input))
+    return cases + [("conv + batch norm", fx_passes.fold_conv_bn, torch.fx.symbolic_trace(_ConvBN()),
+                     [torch.randn(2, 3, 16, 16, generator=g)]),
+                    ("QKV concatenation", fx_passes.concat_qkv, torch.fx.symbolic_trace(_QKV()),
+                     [torch.randn(32, 64, generator=g)])]
 
 
-def pass_table(timed: bool = False) -> Table:
-    """Each pass on a small model: graph nodes and aten ops (kernel launches) before -> after, and the
-    largest change in the outputs; with ``timed``, microseconds before -> after (median, one thread)."""
+def can_compile() -> bool:
+    """Whether torch.compile can generate code here (a C++ compiler on a CPU, or a CUDA GPU)."""
+    return torch.cuda.is_available() or inside_compile.cpp_compiler() is not None
+
+
+def compile_device() -> str:
+    """Where Inductor's demo runs: "cuda" (Triton kernels) when there is a GPU, else "cpu" (C++)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def pass_table(timed: bool = False, compiled_fusion: bool | None = None) -> Table:
+    """Each pass on a small model: graph nodes and launches (`fx_measure.count_launches`: a
+    profiler's count of kernels, or of calls into aten on a CPU) before -> after, and the largest
+    change in the outputs; with ``timed``, microseconds before -> after (median, one thread).
+    ``compiled_fusion`` (default: when `can_compile`) adds fusion with a compiled body."""
+    compiled_fusion = can_compile() if compiled_fusion is None else compiled_fusion
     rows = []
-    for name, fn, gm, args in _pass_cases():
+    for name, fn, gm, args in _pass_cases(compiled_fusion):
         if timed:
             m = measure_pass(gm, fn, args, name=name)
             rows.append(m.row())
@@ -101,8 +123,9 @@ def pass_table(timed: bool = False) -> Table:
         rows.append([name, f"{count_nodes(gm)} -> {count_nodes(after)}",
                      f"{count_launches(gm, *args)} -> {count_launches(after, *args)}", f"{diff:.1e}"])
     if timed:
-        return Table(["pass", "nodes", "aten ops", "µs", "speed-up", "max |Δ|"], rows, title="each pass, timed")
-    return Table(["pass", "nodes", "aten ops", "max |Δ output|"], rows, title="each pass on a small model")
+        return Table(["pass", "nodes", "launches", "µs", "speed-up", "max |Δ|"], rows, title="each pass, timed")
+    return Table(["pass", "nodes", "launches", "max |Δ output|"], rows,
+                 title="each pass on a small model; launches counted by torch.profiler")
 
 
 def rewrite_table(alphas=(1.0, 1.05)) -> Table:
@@ -142,16 +165,94 @@ def recompile_table(lengths=(5, 9, 17, 33, 65, 12, 100, 7)) -> Table:
     return Table(["setting", "compiles", "at calls"], rows, title=f"{len(lengths)} calls, lengths {list(lengths)}")
 
 
-def autotune_table(measure=None, budget: int = 40, seeds=range(10)) -> Table:
-    """Mean best-found / optimum after k evaluations for exhaustive, random and cost-model search
-    over Lab 03's blocked-matmul tile sizes (``measure`` defaults to the synthetic cost surface)."""
-    space = autotune.blocked_space()
+def autotune_table(measure=None, budget: int = 40, seeds=range(100), space=None, marks=(5, 10, 20, 40)) -> Table:
+    """Best-found / optimum after k evaluations, mean ± standard error over ``seeds``, for
+    exhaustive, random and cost-model search over ``space`` (default: Lab 03's blocked-matmul tile
+    sizes) with ``measure`` (default: the synthetic cost surface); then the paired difference
+    model − random (both start from the same random configurations for a given seed) and whether
+    it is more than 2 standard errors from 0. Each configuration is measured once (`compare`)."""
+    space = space or autotune.blocked_space()
+    seeds = list(seeds)
     result = autotune.compare(space, measure or autotune.synthetic_cost, budget, seeds)
-    ks = [k for k in (5, 10, 20, 40) if k <= budget]
-    rows = [(m, *[float(result["curves"][m][k - 1]) for k in ks]) for m in ("exhaustive", "random", "model")]
-    return Table(["search", *[f"k={k}" for k in ks]], rows, formats={f"k={k}": ".3f" for k in ks},
-                 title=f"{len(space)} tile configs, best found / optimum after k evaluations "
-                       f"({len(list(seeds))} seeds); best " + " ".join(f"{k}={v}" for k, v in result["best_config"].items()))
+    ks = [k for k in marks if k <= budget]
+    runs = result["runs"]
+    n = len(seeds)
+
+    def mean_se(a):
+        return float(a.mean()), float(a.std(ddof=1) / n ** 0.5) if n > 1 else float("nan")
+
+    rows = []
+    for m in ("exhaustive", "random", "model"):
+        rows.append((m, *[mean_se(runs[m][:, k - 1]) for k in ks]))
+    diffs = [mean_se(runs["model"][:, k - 1] - runs["random"][:, k - 1]) for k in ks]
+    rows.append(("model - random", *diffs))
+    verdict = ["too few seeds" if n < 2 else "model better" if d < -2 * se else "random better" if d > 2 * se
+               else "no difference shown" for d, se in diffs]
+    rows.append(("verdict (2 SE)", *verdict))
+    table = Table(["search", *[f"k={k}" for k in ks]],
+                  [[r[0]] + [c if isinstance(c, str) else f"{c[0]:+.3f} ± {c[1]:.3f}" if r[0].startswith("model -")
+                             else f"{c[0]:.3f} ± {c[1]:.3f}" for c in r[1:]] for r in rows],
+                  title=f"{len(space)} tile configs: best found / optimum after k evaluations, mean ± SE over "
+                        f"{n} seeds")
+    table.data = {"ks": ks, "mean": {r[0]: [c[0] for c in r[1:]] for r in rows[:4]},
+                  "se": {r[0]: [c[1] for c in r[1:]] for r in rows[:4]}, "verdict": verdict,
+                  "best_config": result["best_config"], "seeds": n}
+    return table
+
+
+_GUARD_KEEP = ("TENSOR_MATCH", "EQUALS_MATCH", "TYPE_MATCH", "LAMBDA_GUARD")
+
+
+def guard_lines(fn, *args, dynamic: bool | None = None) -> list[str]:
+    """Dynamo's guards on ``fn``'s own arguments (``L['...']``) after one call on ``args``
+    (`inside_compile.guards_of`), shortened to read: a tensor's check keeps its dtype,
+    requires_grad, size and stride; object ids are dropped. Global-state and module-identity
+    guards are left out."""
+    out = []
+    for line in inside_compile.guards_of(fn, *args, dynamic=dynamic):
+        kind = line.split(":", 1)[0]
+        if kind not in _GUARD_KEEP or "L['" not in line:
+            continue
+        if kind == "TENSOR_MATCH":
+            m = re.search(r"check_tensor\((L\['\w+'\]), Tensor, DispatchKeySet\([^)]*\), ([\w.]+), .*?"
+                          r"(requires_grad=\w+), (size=\[[^\]]*\]), (stride=\[[^\]]*\])", line)
+            if m:
+                line = f"TENSOR_MATCH: {m.group(1)} is a {m.group(2)} tensor, " + ", ".join(m.groups()[2:])
+        line = re.sub(r"___check_type_id\((L\['\w+'\]), \d+\)", r"type(\1) is the same", line)
+        line = re.sub(r", type=<class '(\w+)'>", r" (\1)", line)
+        out.append(line if len(line) <= 100 else line[:97] + "...")
+    return out
+
+
+_STATIC_CAST = re.compile(r"static_cast<int64_t>\((-?\w+?)L?\)")
+_KERNEL_SRC = re.compile(r"^(\w+) = async_compile\.\w+\(.*?'''(.*?)'''", re.M | re.S)
+
+
+def kernel_excerpt(code: str, width: int = 100) -> str:
+    """The kernels of Inductor's generated module (`inside_compile.inductor_code`) and its
+    ``call`` function, for reading: C++'s ``static_cast<int64_t>(16L)`` shown as 16, boilerplate
+    lines left out, lines cut at ``width`` characters."""
+    parts = []
+    for m in _KERNEL_SRC.finditer(code):
+        parts.append(f"# kernel {m.group(1)}")
+        parts += [line for line in m.group(2).splitlines()
+                  if line.strip() and "cpp_prefix" not in line and "integer_div_error" not in line
+                  and not line.strip().startswith(("@triton_heuristics", "@triton.jit"))]
+    call = re.search(r"^    def call\(self, args\):\n(.*?)(?=^\S|^    def |\Z)", code, re.M | re.S)
+    if call:
+        parts += ["# the wrapper that runs them: call(args)"] + [line for line in call.group(1).splitlines()
+                                                               if line.strip()]
+    text = _STATIC_CAST.sub(r"\1", "\n".join(parts))
+    return "\n".join(line if len(line) <= width else line[:width - 3] + "..." for line in text.splitlines())
+
+
+def loads_and_stores(code: str) -> tuple[int, int]:
+    """How many loads and stores of memory the generated kernels contain (C++ ``loadu``/``store``
+    or indexed pointers on a CPU, ``tl.load``/``tl.store`` in Triton), counted in the source."""
+    body = "\n".join(m.group(2) for m in _KERNEL_SRC.finditer(code))
+    loads = len(re.findall(r"tl\.load\(|::loadu\(|\bin_ptr\d+\[", body))
+    stores = len(re.findall(r"tl\.store\(|\.store\(out_ptr|\bout_ptr\d+\[[^\]]*\]\s*=", body))
+    return loads, stores
 
 
 # ------------------------------------------------------------------------------------ pictures

@@ -17,7 +17,8 @@ import torch
 
 from labkit.checks import check_int, check_real
 from labkit.memory.checkpointing import chain_peak_bytes, checkpointed_chain, make_chain
-from labkit.memory.estimate import activation_bytes_per_layer, gpt_saved_activation_bytes, model_state_bytes_per_param
+from labkit.memory.estimate import (activation_bytes_per_layer, gpt_layer_saved_bytes, gpt_saved_activation_bytes,
+                                    model_state_bytes_per_param)
 from labkit.memory.mixed_precision import MixedPrecisionAdam
 from labkit.memory.tracker import MemoryTracker
 from labkit.model import GPT, GPTConfig, batch, parameter_count
@@ -71,8 +72,10 @@ def state_table(cfg: GPTConfig = SMALL) -> Table:
 
 def activation_table(cfg: GPTConfig = SMALL, batch_size: int = 4, dtype: torch.dtype = torch.bfloat16) -> Table:
     """Our GPT's saved activations after forward: the closed form, part by part, its total next to
-    the bytes the tracker sees (minus logits and loss, which are outputs), and Korthikanti et al.'s
-    per-layer formula for the same sizes."""
+    the bytes the tracker sees (minus logits and loss, which are outputs); then one layer of ours
+    reconciled with Korthikanti et al.'s per-layer formula 34·s·b·h + 5·a·s²·b (16-bit), term by
+    term: + dropout (two s·b·h masks of 1 byte, the attention's a·s²·b mask and its 2·a·s²·b
+    output), − LayerNorm statistics (4·b·s·e), − the causal mask (s², one byte a pair)."""
     parts = gpt_saved_activation_bytes(cfg, batch_size, dtype=dtype)
     model = GPT(cfg, dtype=dtype)
     tracker = MemoryTracker(model)
@@ -80,9 +83,18 @@ def activation_table(cfg: GPTConfig = SMALL, batch_size: int = 4, dtype: torch.d
         tokens, targets = batch(cfg, batch_size)
         logits, loss = model(tokens, targets)
         measured = tracker.live_by_category()["activations"] - logits.nbytes - loss.nbytes
-    paper = cfg.layers * activation_bytes_per_layer(cfg.seq_len, batch_size, cfg.hidden, cfg.heads)
-    rows = [(k, v) for k, v in parts.items()] + [("measured (tracker)", measured),
-                                                 ("Korthikanti, all layers", int(paper))]
+    s, b, h, a, e = cfg.seq_len, batch_size, cfg.hidden, cfg.heads, torch.finfo(dtype).bits // 8
+    layer = gpt_layer_saved_bytes(cfg, b, s, e)
+    paper = activation_bytes_per_layer(s, b, h, a)
+    dropout, stats, mask = 2 * s * b * h + 3 * a * s * s * b, 4 * b * s * e, s * s
+    rows = [(k, v) for k, v in parts.items()] + [
+        ("measured (tracker)", measured),
+        ("one layer of ours", layer),
+        ("  + dropout 2sbh + 3as²b", dropout),
+        ("  - LayerNorm stats 4bse", -stats),
+        ("  - causal mask s²", -mask),
+        ("  = reconciled", layer + dropout - stats - mask),
+        ("Korthikanti 34sbh + 5as²b", int(paper))]
     return Table(["part", "bytes"], rows, title=f"GPT {cfg.layers} layers h={cfg.hidden} heads={cfg.heads} "
                                                 f"s={cfg.seq_len}, batch {batch_size}, {str(dtype)[6:]}")
 
@@ -141,13 +153,35 @@ def _plain(layers, x):
     return x
 
 
+def _block(t: torch.Tensor) -> int:
+    """Bytes the caching allocator gives a small tensor: its size rounded up to 512."""
+    return -(-t.untyped_storage().nbytes() // 512) * 512
+
+
 def cuda_peak_table(cfg: GPTConfig = SMALL, batch_size: int = 8) -> Table:
     """On a CUDA GPU: one Adam step of our GPT (forward, backward, step) tracked by MemoryTracker,
-    next to the CUDA caching allocator's own peak (``torch.cuda.max_memory_allocated``), which
-    rounds every block up to a multiple of 512 bytes — so it reads a little higher."""
+    next to the CUDA caching allocator's own peak (``torch.cuda.max_memory_allocated``). The
+    allocator reads higher, mostly because of the **cuBLAS workspace**: the first matrix multiply
+    on a stream allocates it through the caching allocator and keeps it (several MiB, sized by
+    ``CUBLAS_WORKSPACE_CONFIG``), and no tensor owns it. The rest is rounding: every block is a
+    multiple of 512 bytes (``allocated_bytes`` vs ``requested_bytes`` in ``memory_stats``). The
+    workspaces are cleared first, so that the step allocates them again and the table measures them."""
     model = GPT(cfg).to("cuda")
     opt = torch.optim.Adam(model.parameters())
     tokens, targets = (t.to("cuda") for t in batch(cfg, batch_size))
+    torch.cuda.synchronize()
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        clear()
+    probe = torch.ones(16, 16, device="cuda")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    outs = [probe @ probe, torch.addmm(probe[0], probe, probe)]   # cuBLAS and cuBLASLt (bias) paths
+    torch.cuda.synchronize()
+    workspace = torch.cuda.memory_allocated() - before - sum(_block(o) for o in outs)
+    del probe, outs
+    if clear is not None:
+        clear()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     tracker = MemoryTracker(model, opt)
@@ -155,9 +189,12 @@ def cuda_peak_table(cfg: GPTConfig = SMALL, batch_size: int = 8) -> Table:
         model(tokens, targets)[1].backward()
         opt.step()
     torch.cuda.synchronize()
+    stats = torch.cuda.memory_stats()
     allocator = torch.cuda.max_memory_allocated()
-    rows = [("MemoryTracker (storages)", tracker.peak_bytes), ("CUDA allocator", allocator)]
-    ratio = f"{allocator / tracker.peak_bytes:.3f}" if tracker.peak_bytes else "-"
+    rows = [("MemoryTracker (storages)", tracker.peak_bytes), ("CUDA allocator", allocator),
+            ("  requested, before 512 B rounding", stats.get("requested_bytes.all.peak", 0)),
+            ("  cuBLAS workspace (first matmul)", max(workspace, 0))]
+    ratio = f"{allocator / tracker.peak_bytes:.1f}" if tracker.peak_bytes else "-"
     return Table(["count", "peak bytes"], rows, title=f"GPT step on {torch.cuda.get_device_name()}: "
                                                       f"allocator / tracker = {ratio}")
 

@@ -298,9 +298,10 @@ def _qat_loss(model: nn.Module, names: list, tokens, targets, bits, granularity,
 
 def qat_finetune(model: nn.Module, cfg: GPTConfig, steps: int, lr: float = 3e-4, bits: int = 4,
                  granularity: str = "group", group_size: int = 32, clip: float = 1.0, batch_size: int = 16,
-                 fake: bool = True) -> nn.Module:
-    """A copy of ``model`` fine-tuned for ``steps`` Adam steps (batches seeded 100000, ...) with its
-    Linear weights fake-quantized in the forward pass (``fake=False``: plain fine-tuning, the control)."""
+                 fake: bool = True, seed: int = 0) -> nn.Module:
+    """A copy of ``model`` fine-tuned for ``steps`` Adam steps (batches seeded 100000 + 1000·seed,
+    ...) with its Linear weights fake-quantized in the forward pass (``fake=False``: plain
+    fine-tuning, the control)."""
     steps = check_int("qat_finetune", "steps", steps, minimum=0)
     lr = check_real("qat_finetune", "lr", lr, positive=True)
     if not isinstance(model, GPT):
@@ -309,7 +310,8 @@ def qat_finetune(model: nn.Module, cfg: GPTConfig, steps: int, lr: float = 3e-4,
     names = linear_weights(out)
     opt = torch.optim.Adam(out.parameters(), lr=lr)
     for i in range(steps):
-        tokens, targets = batch(cfg, batch_size, seed=100000 + i)
+        tokens, targets = batch(cfg, batch_size, seed=100000 + 1000 * check_int("qat_finetune", "seed", seed,
+                                                                               minimum=0) + i)
         opt.zero_grad()
         if fake:
             loss = _qat_loss(out, names, tokens, targets, bits, granularity, group_size, clip)
@@ -334,12 +336,36 @@ class QATResult:
 
 def qat_vs_ptq(cfg: GPTConfig | None = None, train_steps: int = 200, qat_steps: int = 40, lr: float = 3e-4,
                bits: int = 4, granularity: str = "group", group_size: int = 32,
-               start: nn.Module | None = None) -> QATResult:
+               start: nn.Module | None = None, seed: int = 0) -> QATResult:
     """Post-training quantization of a trained GPT (``start``, or ``train_gpt(cfg, train_steps)``)
-    against ``qat_steps`` steps of quantization-aware fine-tuning from it, and the control."""
+    against ``qat_steps`` steps of quantization-aware fine-tuning from it, and the control, both
+    fine-tuned on the batches of ``seed``."""
     cfg = cfg or QUANT_CFG
     start = start if start is not None else train_gpt(cfg, train_steps)
     q = lambda m: eval_loss(quantize_model(m, bits, granularity, group_size).model, cfg)   # noqa: E731
-    qat = qat_finetune(start, cfg, qat_steps, lr, bits, granularity, group_size)
-    control = qat_finetune(start, cfg, qat_steps, lr, bits, granularity, group_size, fake=False)
+    qat = qat_finetune(start, cfg, qat_steps, lr, bits, granularity, group_size, seed=seed)
+    control = qat_finetune(start, cfg, qat_steps, lr, bits, granularity, group_size, fake=False, seed=seed)
     return QATResult(eval_loss(start, cfg), q(start), q(qat), eval_loss(control, cfg), q(control))
+
+
+def qat_seed_table(start: nn.Module, cfg: GPTConfig | None = None, seeds=range(5), qat_steps: int = 40,
+                   **kwargs) -> Table:
+    """`qat_vs_ptq` from one trained model ``start`` with the fine-tuning batches of each seed: the
+    held-out losses of PTQ (the same for every seed), QAT and the control quantized, and
+    QAT − control; the last row is the mean ± its standard error over the seeds."""
+    seeds = list(seeds)
+    if len(seeds) < 2:
+        raise ValueError(f"qat_seed_table: need at least 2 seeds for a standard error, got {len(seeds)}")
+    runs = [qat_vs_ptq(cfg, qat_steps=qat_steps, start=start, seed=s, **kwargs) for s in seeds]
+    diffs = [r.qat - r.control_ptq for r in runs]
+    mean = sum(diffs) / len(diffs)
+    se = (sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / len(diffs)) ** 0.5
+    rows = [(s, r.ptq, r.qat, r.control_ptq, f"{d:+.4f}") for s, r, d in zip(seeds, runs, diffs)]
+    rows.append(("mean", sum(r.ptq for r in runs) / len(runs), sum(r.qat for r in runs) / len(runs),
+                 sum(r.control_ptq for r in runs) / len(runs), f"{mean:+.4f} ± {se:.4f}"))
+    table = Table(["seed", "PTQ int4", "QAT int4", "control int4", "QAT - control"], rows,
+                  formats={"PTQ int4": ".4f", "QAT int4": ".4f", "control int4": ".4f"},
+                  title=f"{qat_steps} fine-tuning steps per seed; held-out loss of the int4 model "
+                        f"(fp32 start {runs[0].start:.4f})")
+    table.data = {"diffs": diffs, "mean": mean, "se": se, "runs": runs}
+    return table

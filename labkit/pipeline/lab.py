@@ -4,6 +4,7 @@
     zero_bubble_table(cases)                    that formula next to the simulator
     peak_table(p, m, v)                         activation sets in flight per rank, per schedule
     executor_table(cases)                       real ranks vs one process vs torch.distributed.pipelining
+    training_table(kind, p, m, steps)           a pipeline trained for several SGD steps vs one process
     measure(kind, cfg)                          a timed real step next to the simulator fed its times
     picture(exercise)                           a learner's function drawn the way the lab draws ours
 
@@ -15,6 +16,8 @@ import statistics
 import textwrap
 from dataclasses import dataclass
 from fractions import Fraction
+
+import torch
 
 from labkit.table import Table
 from labkit.pipeline.schedules import ScheduleError, check_schedule, normalized, schedule
@@ -103,6 +106,82 @@ def executor_table(cases=EXECUTOR_CASES) -> Table:
                      abs(lt - run.loss) < 1e-12 and err_t < 1e-12))
     return Table(["schedule", "p", "m", "v", "loss", "= one process", "= PyTorch"], rows,
                  formats={"loss": ".10f"})
+
+
+def _train_rank(rank, world, kind, cfg, steps, lr):
+    """``steps`` SGD steps of ``schedule(kind, world, m)`` on this rank's stages: each step runs the
+    schedule (`executor.run_step`) on that step's batch, then updates the rank's own stages.
+    Returns ({stage: parameters after training}, [loss per step] on the last stage's rank)."""
+    import torch.distributed as dist
+
+    from labkit.pipeline.executor import build_stages, run_step
+
+    stages = build_stages(cfg)
+    mine = {s: stages[s] for s in range(cfg.num_stages) if s % world == rank}
+    params = [p for m in mine.values() for p in m.parameters()]
+    opt = torch.optim.SGD(params, lr=lr)
+    actions = schedule(kind, world, cfg.num_microbatches)[rank]
+    rows, losses = cfg.microbatch_rows(), []
+    for step in range(steps):
+        x, y = _step_batch(cfg, step)
+        opt.zero_grad(set_to_none=True)
+        rec = run_step(actions, mine, cfg.num_stages, cfg.num_microbatches,
+                       list(x.split(rows)) if 0 in mine else None,
+                       list(y.split(rows)) if cfg.num_stages - 1 in mine else None, (rows, cfg.width), cfg.dtype)
+        opt.step()
+        if rec.losses:
+            losses.append(sum(rec.losses.values()) / len(rec.losses))
+        dist.barrier()
+    return {s: [p.detach().clone() for p in m.parameters()] for s, m in mine.items()}, losses
+
+
+def _step_batch(cfg, step: int):
+    """(inputs, targets) of training step ``step``: fresh inputs, and as targets what a "teacher"
+    MLP of the same shape (another seed) makes of them — something the pipeline can learn."""
+    import dataclasses
+
+    from labkit.pipeline.executor import build_stages
+
+    g = torch.Generator().manual_seed(1000 + step)
+    x = torch.randn(cfg.batch, cfg.width, generator=g, dtype=cfg.dtype)       # (batch, width)
+    y = x
+    with torch.no_grad():
+        for stage in build_stages(dataclasses.replace(cfg, seed=cfg.seed + 7)):
+            y = stage(y)
+    return x, y
+
+
+def training_table(kind: str = "gpipe", p: int = 4, m: int = 4, steps: int = 10, lr: float = 0.5) -> Table:
+    """Train the executor's MLP for ``steps`` SGD steps with ``kind`` on ``p`` gloo ranks (``m``
+    microbatches a step), and the same MLP in one process on whole batches: the loss at each step
+    of both, and the largest parameter difference at the end (float64)."""
+    from labkit.dist import launch
+    from labkit.pipeline.executor import MLPConfig, build_stages, loss_fn
+
+    cfg = MLPConfig(num_stages=p, num_microbatches=m, width=16, batch=4 * m)
+    out = launch(_train_rank, p, kind, cfg, steps, lr, backend="gloo", timeout=120, quiet=True)
+    piped = {s: ps for params, _ in out for s, ps in params.items()}
+    losses = next(ls for _, ls in out if ls)
+    stages = build_stages(cfg)
+    opt = torch.optim.SGD([q for st in stages for q in st.parameters()], lr=lr)
+    ref = []
+    for step in range(steps):
+        x, y = _step_batch(cfg, step)
+        opt.zero_grad(set_to_none=True)
+        for st in stages:
+            x = st(x)
+        loss = loss_fn(x, y)
+        loss.backward()
+        opt.step()
+        ref.append(loss.item())
+    diff = max((a - b.detach()).abs().max().item() for s, st in enumerate(stages) for a, b in zip(piped[s], st.parameters()))
+    rows = [(k + 1, a, b) for k, (a, b) in enumerate(zip(losses, ref))]
+    table = Table(["step", f"loss, {kind} on {p} ranks", "loss, one process"], rows,
+                  formats={f"loss, {kind} on {p} ranks": ".6f", "loss, one process": ".6f"},
+                  title=f"{steps} SGD steps (lr {lr}), {m} microbatches a step; max |param difference| at the end "
+                        f"{diff:.1e}")
+    table.data = {"losses": losses, "reference": ref, "max_param_diff": diff}
+    return table
 
 
 @dataclass

@@ -2,9 +2,11 @@
 
     stage_table(num_params, world)       model-state bytes per rank at each stage; real vs "4x / 8x"
     equivalence_table(worlds)            each stage (and PyTorch's) trained on N ranks vs one process
-    memory_table(world)                  bytes a rank holds after a step, measured vs the formula
-    traffic_table(world)                 what one step sends, counted, vs the closed forms
+    memory_table(world)                  bytes a rank holds after a step (vs the formula) and at its peak
+    traffic_table(world)                 what one step sends, counted, vs the closed forms (and PyTorch's ZeRO-1)
+    accumulation_table(world, k)         the same with k micro-batches per step: ZeRO-2 reduce-scatters each
     fsdp_trace(world)                    FSDP's gathers and frees in order; bf16 halves the gathers
+    fsdp2_placements(world)              how PyTorch's fully_shard lays out every parameter, 1-D ones too
     picture(exercise)                    a learner's function next to the lab's measurement
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from contextlib import nullcontext
 from functools import partial
 
 import torch
@@ -75,7 +78,9 @@ def memory_table(world: int = 4, cfg: GPTConfig = SMALL) -> Table:
     """Bytes rank 0 holds after a step (MemoryTracker), float32, next to the formula with our
     padding rule (Ψ' = Σ padded groups): DDP (4 + 4 + 8)Ψ; ZeRO-1 (4 + 4)Ψ + 12Ψ'/N and ZeRO-2
     4Ψ + (4 + 12)Ψ'/N (a float32 master shard: K = 4 + 8); FSDP by its default policy: matrices
-    sharded, 16Ψ'/N, 1-D parameters whole, 16Ψ₁. Plus Adam's 4-byte step counter per tensor it steps."""
+    sharded, 16Ψ'/N, 1-D parameters whole, 16Ψ₁. Plus Adam's 4-byte step counter per tensor it
+    steps. The last column is the peak of the step itself (all tracked bytes: model states,
+    activations, and what is in flight — full gradients before a reduce-scatter, a gathered unit)."""
     psi = parameter_count(cfg)
     whole = sum(p.numel() for p in GPT(cfg).parameters() if p.dim() == 1)
     rows = []
@@ -86,33 +91,136 @@ def memory_table(world: int = 4, cfg: GPTConfig = SMALL) -> Table:
                    "fsdp": 16 * pad / world + 16 * whole}[method] + 4 * run.stepped_tensors
         held = run.held
         rows.append((method, held["parameters"], held["gradients"], held["optimizer"],
-                     held["parameters"] + held["gradients"] + held["optimizer"], int(formula)))
-    return Table(["method", "params B", "grads B", "optimizer B", "total B", "formula B"], rows,
-                 title=f"rank 0 of N = {world} after a step, float32, Ψ = {psi:,}")
+                     held["parameters"] + held["gradients"] + held["optimizer"], int(formula), run.peak))
+    return Table(["method", "params B", "grads B", "optimizer B", "total B", "formula B", "step peak B"], rows,
+                 title=f"rank 0 of N = {world} after a step, float32, Ψ = {psi:,}; and the step's peak")
+
+
+def _torch_zero1_rank(rank, world, cfg):
+    """One step of PyTorch's DDP + ZeroRedundancyOptimizer (after a warm-up step), the collectives
+    of its backward and optimizer step read from torch.profiler: {op: elements} ("all_reduce" of
+    the gradients by DDP, "broadcast" of the updated parameters by ZeRO). The forward is left out:
+    there DDP broadcasts two tiny tensors of its own bookkeeping (30 elements here)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from labkit.zero.training import build
+
+    warnings.simplefilter("ignore")
+    model, opt = build("torch-zero1", cfg, torch.float32)
+    tokens, targets = batch(cfg, world, seed=0)
+
+    for profiled in (False, True):                        # a warm-up step, then the profiled one
+        opt.zero_grad()
+        loss = model(tokens[rank:rank + 1], targets[rank:rank + 1])[1]
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) if profiled else nullcontext() as prof:
+            loss.backward()
+            opt.step()
+    ops: dict[str, int] = {}
+    for e in prof.events():
+        if e.name in ("gloo:all_reduce", "gloo:broadcast") and e.input_shapes:
+            op = e.name.split(":", 1)[1]
+            ops[op] = ops.get(op, 0) + math.prod(e.input_shapes[0])
+    return ops
 
 
 def traffic_table(world: int = 4, cfg: GPTConfig = SMALL) -> Table:
-    """Elements moved in one step by each kind of collective (counted at labkit's collectives), and
-    the bytes one rank sends in a ring, next to the closed form (float32) for Ψ' padded elements;
-    FSDP's whole 1-D parameters are all-reduced, as DDP does."""
+    """Elements moved in one step by each kind of collective (counted at labkit's collectives;
+    PyTorch's DDP + ZeroRedundancyOptimizer read from torch.profiler's gloo events), and the
+    bytes one rank sends in a ring (a broadcast of S bytes: (N−1)/N·S per rank, as pipelined
+    through the ranks), next to the closed form (float32) for Ψ' padded elements; FSDP's whole 1-D
+    parameters are all-reduced, as DDP does."""
     psi = parameter_count(cfg)
     matrices = sum(p.numel() for p in GPT(cfg).parameters() if p.dim() >= 2)
+    ring = (world - 1) / world * 4
     rows = []
-    for method in ("ddp", "zero1", "zero2", "fsdp"):
-        run = launch(_quiet(_held_rank), world, method, cfg, torch.float32, backend="gloo", timeout=120)[0]
-        ops = run.comm[0]
-        ring = (world - 1) / world * 4
-        sent = ring * (2 * ops.get("all_reduce", 0) + ops.get("all_gather", 0) + ops.get("reduce_scatter", 0))
-        stage = {"ddp": 0, "zero1": 1, "zero2": 2, "fsdp": 3}[method]
-        sharded = run.padded_numel or psi                     # Ψ' after our padding rule (Ψ for DDP)
-        formula = comm_bytes_per_step(sharded, world, stage, 4) + \
-            (2 * ring * (psi - matrices) if stage == 3 else 0)
+    for method in ("ddp", "zero1", "zero2", "fsdp", "torch-zero1"):
+        if method == "torch-zero1":
+            ops = launch(_quiet(_torch_zero1_rank), world, cfg, backend="gloo", timeout=120, quiet=True)[0]
+            formula = 3 * ring * psi                            # DDP's all-reduce + ZeRO's broadcasts
+        else:
+            run = launch(_quiet(_held_rank), world, method, cfg, torch.float32, backend="gloo", timeout=120)[0]
+            ops = run.comm[0]
+            stage = {"ddp": 0, "zero1": 1, "zero2": 2, "fsdp": 3}[method]
+            sharded = run.padded_numel or psi                 # Ψ' after our padding rule (Ψ for DDP)
+            formula = comm_bytes_per_step(sharded, world, stage, 4) + \
+                (2 * ring * (psi - matrices) if stage == 3 else 0)
+        sent = ring * (2 * ops.get("all_reduce", 0) + ops.get("all_gather", 0) + ops.get("reduce_scatter", 0)
+                       + ops.get("broadcast", 0))
         rows.append((method, ops.get("all_reduce", 0), ops.get("reduce_scatter", 0), ops.get("all_gather", 0),
-                     round(sent), round(formula), sent / (2 * ring * psi)))
-    return Table(["method", "all-reduce", "reduce-scatter", "all-gather", "bytes sent", "closed form", "x DDP"],
-                 rows, formats={"x DDP": ".2f"},
+                     ops.get("broadcast", 0), round(sent), round(formula), sent / (2 * ring * psi)))
+    return Table(["method", "all-reduce", "red.-scatter", "all-gather", "broadcast", "bytes sent", "formula",
+                  "x DDP"], rows, formats={"x DDP": ".2f"},
                  title=f"one step on N = {world}, float32, Ψ = {psi:,} ({matrices:,} in matrices); elements "
                        "per collective kind")
+
+
+def _accumulation_rank(rank, world, method, cfg, micro_batches):
+    """One step of ``micro_batches`` micro-batches (one sequence per rank each) with labkit's DDP
+    (reductions skipped with ``no_sync`` until the last backward), ZeRO-1 or ZeRO-2: the
+    collectives it ran, {op: (calls, elements)}, and Ψ' of the sharded optimizer."""
+    from labkit.zero.training import build
+
+    warnings.simplefilter("ignore", FutureWarning)
+    model, opt = build(method, cfg, torch.float32)
+    tokens, targets = batch(cfg, world * micro_batches, seed=0)
+    with count_collectives() as recs:
+        opt.zero_grad()
+        for i in range(micro_batches):
+            mine = slice(i * world + rank, i * world + rank + 1)
+            last = i == micro_batches - 1
+            with model.no_sync() if method == "ddp" and not last else nullcontext():
+                (model(tokens[mine], targets[mine])[1] / micro_batches).backward()
+        finish = getattr(model, "finish_gradient_synchronization", None)
+        if finish is not None:
+            finish()
+        opt.step()
+    ops: dict[str, tuple] = {}
+    for c in recs:
+        calls, numel = ops.get(c.op, (0, 0))
+        ops[c.op] = (calls + 1, numel + c.numel)
+    return ops, getattr(opt, "padded_numel", 0)
+
+
+def accumulation_table(world: int = 4, micro_batches=(1, 4), cfg: GPTConfig = SMALL) -> Table:
+    """What one step sends with k micro-batches per step (gradient accumulation), counted: labkit's
+    DDP all-reduces once (``no_sync`` until the last backward), ZeRO-1 reduce-scatters once in
+    ``step``, ZeRO-2 reduce-scatters every bucket after every micro-batch's backward — it keeps only
+    gradient shards, so it cannot add micro-batches up before reducing. Closed forms per rank, in
+    elements sent: DDP 2(N−1)/N·Ψ, ZeRO-1 2(N−1)/N·Ψ', ZeRO-2 (k + 1)(N−1)/N·Ψ'."""
+    psi = parameter_count(cfg)
+    ring = (world - 1) / world * 4
+    rows = []
+    for k in micro_batches:
+        check_int("accumulation_table", "micro_batches", k, minimum=1)
+        ddp_sent = None
+        for method in ("ddp", "zero1", "zero2"):
+            ops, pad = launch(_quiet(_accumulation_rank), world, method, cfg, k, backend="gloo", timeout=120,
+                              quiet=True)[0]
+            rs_calls, rs = ops.get("reduce_scatter", (0, 0))
+            sent = ring * (2 * ops.get("all_reduce", (0, 0))[1] + ops.get("all_gather", (0, 0))[1] + rs)
+            ddp_sent = sent if method == "ddp" else ddp_sent
+            formula = {"ddp": 2 * psi, "zero1": 2 * pad, "zero2": (k + 1) * pad}[method] * ring
+            rows.append((k, method, ops.get("all_reduce", (0, 0))[0], rs_calls, rs, round(sent), round(formula),
+                         sent / ddp_sent))
+    return Table(["k", "method", "all-reduces", "reduce-scatters", "RS elements", "bytes sent", "formula", "x DDP"],
+                 rows, formats={"x DDP": ".2f"},
+                 title=f"one step of k micro-batches on N = {world}, float32, Ψ = {psi:,}")
+
+
+def _placements_rank(rank, world, cfg):
+    from labkit.zero.training import build
+
+    warnings.simplefilter("ignore")
+    model, _ = build("torch-fsdp2", cfg, torch.float32)
+    return [(n, tuple(p.shape), str(p.placements[0]), tuple(p.to_local().shape)) for n, p in model.named_parameters()]
+
+
+def fsdp2_placements(world: int = 2, cfg: GPTConfig = SMALL) -> Table:
+    """How PyTorch's ``fully_shard`` (FSDP2) holds each parameter on rank 0 of ``world``: a DTensor
+    with its placement and the local piece's shape, 1-D parameters (biases, LayerNorm) included."""
+    rows = launch(_quiet(_placements_rank), world, cfg, backend="gloo", timeout=120, quiet=True)[0]
+    return Table(["parameter", "global shape", "placement", "rank 0's piece"], rows,
+                 title=f"PyTorch fully_shard on N = {world}: every parameter a DTensor")
 
 
 def _fsdp_trace_rank(rank, world, cfg, compute_dtype):

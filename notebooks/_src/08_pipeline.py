@@ -32,6 +32,7 @@ import torch
 from IPython.display import HTML, display
 
 import labkit
+from labkit.claims import claim, claim_between, claim_close
 from labkit.grading.check import check_your_work
 from labkit.pipeline import Action, ScheduleError, check_schedule, lab, schedule, simulate
 from labkit.pipeline.async_sim import weight_versions
@@ -66,6 +67,7 @@ def row(acts):
 one = simulate(schedule("gpipe", 4, 1), 1, 2)
 display(HTML(figure_to_html(V.gantt(one, "GPipe, p=4, m=1: one rank busy at a time"))))
 print("makespan", one.makespan, "| bubble fraction", one.bubble_fraction)
+claim("three quarters of all rank-time is idle", one.bubble_fraction == Fraction(3, 4), "bubble 3/4, makespan 12")
 
 # %% [markdown]
 # Three quarters of all rank-time is idle. With m microbatches of the same total size, each
@@ -85,10 +87,16 @@ print("makespan", one.makespan, "| bubble fraction", one.bubble_fraction)
 # %%
 p = 4
 print(" m | simulated share | (p-1)/(m+p-1) | simulated idle/busy | (p-1)/m")
+shares = []
 for m in (1, 2, 4, 8, 16, 32):
     r = simulate(schedule("gpipe", p, m), 1, 2)
     print(f"{m:2d} | {str(r.bubble_fraction):>15s} | {str(Fraction(p - 1, m + p - 1)):>13s} | "
           f"{str(r.bubble_vs_ideal()):>19s} | {str(Fraction(p - 1, m)):>7s}")
+    shares.append((r.bubble_fraction == Fraction(p - 1, m + p - 1), r.bubble_vs_ideal() == Fraction(p - 1, m),
+                   r.bubble_fraction))
+claim("both conventions equal the simulation exactly, for every m", all(a and b for a, b, _ in shares), "6 values of m")
+claim("more microbatches shrink the bubble", all(x > y for (*_, x), (*_, y) in zip(shares, shares[1:])),
+      "3/4 down to 3/35")
 
 # %% [markdown]
 # More microbatches shrink the bubble, but each microbatch gets smaller (less efficient matmuls),
@@ -102,13 +110,9 @@ for m in (1, 2, 4, 8, 16, 32):
 # **1F1B** (one forward, one backward) starts backwards as early as possible: rank r runs p−r
 # forwards to fill the pipe, then alternates one backward and one forward, then finishes the
 # remaining backwards. A microbatch's activations are freed after its backward, so rank 0 never
-# holds more than p of them. The total time is the same as GPipe's. Here is our generator for one
-# rank (it is also the first exercise, so write yours before reading it if you like):
-
-# %%
-show(_one_f_one_b)
-
-# %% [markdown]
+# holds more than p of them. The total time is the same as GPipe's. (Writing this generator is
+# the first exercise, below; ours is shown after it.)
+#
 # **Predict first:** p = 4, m = 8. How many activation sets does rank 0 hold at its peak under
 # GPipe, and under 1F1B? Which is faster?
 
@@ -123,6 +127,9 @@ print("bubble     GPipe", g.bubble_fraction, "| 1F1B", f.bubble_fraction, "| (p-
 print("peak activations in flight per rank")
 print("  GPipe", [g.peak_inflight[r] for r in range(p)], "  (m on every rank)")
 print("  1F1B ", [f.peak_inflight[r] for r in range(p)], "  (p - r on rank r; min(p, m) on rank 0)")
+claim("GPipe and 1F1B take the same time, (m+p-1)(tf+tb)", g.makespan == f.makespan == (m + p - 1) * 3, "33")
+claim("GPipe holds m sets on every rank, 1F1B p - r on rank r", [g.peak_inflight[r] for r in range(p)] == [m] * p
+      and [f.peak_inflight[r] for r in range(p)] == [p - r for r in range(p)], "8 8 8 8 vs 4 3 2 1")
 
 # %% [markdown]
 # ### A correct 1F1B diagram, from a real run
@@ -143,7 +150,11 @@ ran = torch_executed_order("1f1b", 4, 4)
 ours = schedule("1f1b", 4, 4)
 for r in range(4):
     print(f"rank {r}: {row(ran[r]):32s} same as ours: {ran[r] == ours[r]}")
-display(HTML(figure_to_html(V.gantt(simulate(ran, 1, 2), "1F1B, p=4, m=4, in the order PyTorch executed"))))
+placed = simulate(ran, 1, 2)
+display(HTML(figure_to_html(V.gantt(placed, "1F1B, p=4, m=4, in the order PyTorch executed"))))
+claim("PyTorch's executed order is ours on every rank", all(ran[r] == ours[r] for r in range(4)), "4 ranks")
+first_b = min(iv.start for iv in placed.timeline[0] if iv.action.kind == "B")
+claim("rank 0's first backward starts at time 10", first_b == 10, "4 forwards + 3 backwards of 2")
 
 # %% [markdown]
 # Rank 0 runs p − 0 = 4 forwards (all of them, since m = 4), rank 3 alternates from the start.
@@ -155,6 +166,8 @@ display(HTML(figure_to_html(V.gantt(simulate(ran, 1, 2), "1F1B, p=4, m=4, in the
 helper = torch_pipeline_order("1f1b", 4, 4)
 print("helper order, rank 3:", row(helper[3]))
 print("executed,     rank 3:", row(ran[3]))
+claim("the helper order is not what runs: it starts at 1 and has a microbatch 4", helper[3] != ran[3]
+      and helper[3][0].microbatch == 1 and max(a.microbatch for a in helper[3]) == 4, "m = 4: microbatches 0-3")
 
 # %% [markdown]
 # ### Checking a schedule
@@ -169,8 +182,12 @@ bad = schedule("1f1b", 4, 4)
 bad[3] = [Action(3, "B", 0)] + [a for a in bad[3] if a != Action(3, "B", 0)]  # backward before forward
 try:
     check_schedule(bad)
+    refused = None
 except ScheduleError as e:
+    refused = str(e)
     print(lab.wrap(e))
+claim("the broken schedule is refused, naming the first dependency", refused is not None
+      and refused.startswith("rank 3 position 0: B0@s3"), "B0@s3 before its forward")
 
 # %% [markdown]
 # ### Exercise: `schedule_1f1b`
@@ -182,6 +199,12 @@ except ScheduleError as e:
 
 # %%
 check_your_work("lab08_pipeline", "schedule_1f1b", picture=lab.picture("schedule_1f1b"))
+
+# %% [markdown]
+# Ours, for comparison (one rank's list; `schedule("1f1b", p, m)` collects it for every rank):
+
+# %%
+show(_one_f_one_b)
 
 # %% [markdown]
 # ## 3. Interleaving: more, smaller stages per rank
@@ -203,10 +226,16 @@ ir = torch_pipeline_order("interleaved_1f1b", 4, 8, 2)
 print("equal to PyTorch's pipeline_order on every rank:", ir == schedule("interleaved_1f1b", 4, 8, 2))
 p, m = 4, 8
 print(" v | simulated bubble | (p-1)/(vm+p-1) | makespan | peak activation sets on rank 0")
+inter = {}
 for v in (1, 2, 4):
     r = simulate(schedule("interleaved_1f1b", p, m, v), Fraction(1, v), Fraction(2, v))
+    inter[v] = r
     print(f" {v} | {str(r.bubble_fraction):>16s} | {str(Fraction(p - 1, v * m + p - 1)):>14s} | "
           f"{str(r.makespan):>8s} | {r.peak_inflight[0]}")
+claim("our interleaved schedule is PyTorch's pipeline_order, action for action", ir == schedule("interleaved_1f1b",
+      4, 8, 2), "p=4, m=8, v=2")
+claim("the bubble is (p-1)/(vm+p-1) exactly for v = 1, 2, 4", all(inter[v].bubble_fraction
+      == Fraction(p - 1, v * m + p - 1) for v in inter), "3/11, 3/19, 3/35")
 
 # %% [markdown]
 # When does the formula hold exactly? The simulator says: for every m ≥ p that the schedule
@@ -215,13 +244,20 @@ for v in (1, 2, 4):
 # the bubble is larger:
 
 # %%
+small = {}
 for m in (2, 3, 4, 5, 6):
     r = simulate(schedule("interleaved_1f1b", 4, m, 2), Fraction(1, 2), 1)
+    small[m] = (r.bubble_fraction, Fraction(3, 2 * m + 3))
     print(f"p=4 v=2 m={m}: simulated {str(r.bubble_fraction):>5s}, formula {Fraction(3, 2 * m + 3)}")
+claim("exact for m >= p, larger for m < p", all(a == b for m, (a, b) in small.items() if m >= 4)
+      and all(a > b for m, (a, b) in small.items() if m < 4), "m = 2, 3 above the formula")
 try:
     schedule("interleaved_1f1b", 4, 9, 2)
+    refused = None
 except ValueError as e:
+    refused = str(e)
     print(lab.wrap(f"m=9: {e}"))
+claim("m = 9 is refused with one line", refused is not None and "\n" not in refused, "not a multiple of 2 rounds")
 
 # %% [markdown]
 # ### Memory: what interleaving costs
@@ -232,7 +268,14 @@ except ValueError as e:
 # rank-shares (sets ÷ v), the unit in which 1F1B holds p on rank 0:
 
 # %%
-print(lab.peak_table(4, 8, 2))
+peaks = lab.peak_table(4, 8, 2)
+print(peaks)
+pk = {(r[0], r[1]): r for r in peaks.rows}
+claim("interleaved with v = 1 holds 7 sets on rank 0, not 1F1B's 4, at the same makespan",
+      pk[("interleaved_1f1b", 1)][3] == 7 and pk[("1f1b", 1)][3] == 4
+      and pk[("interleaved_1f1b", 1)][5] == pk[("1f1b", 1)][5], "makespan 33")
+claim("v = 2 holds 11 half-size sets, 5.5 rank-shares", pk[("interleaved_1f1b", 2)][3] == 11
+      and Fraction(pk[("interleaved_1f1b", 2)][4]) == Fraction(11, 2), "against 4 for 1F1B")
 
 # %% [markdown]
 # Two things to read in it.
@@ -277,10 +320,14 @@ check_your_work("lab08_pipeline", "bubble_fraction", picture=lab.picture("bubble
 # 3·8 + 3·3/2 = 28.5. What is the zero-bubble step?
 
 # %%
-print("equal to PyTorch's pipeline_order on every rank:",
-      torch_pipeline_order("interleaved_zb", 4, 8, 2) == schedule("interleaved_zb", 4, 8, 2))
-print(lab.zero_bubble_table([(4, 8, 2, 1, 1, 1), (4, 8, 2, 2, 2, 1), (4, 8, 1, 1, 1, 1),
-                             (8, 16, 4, 1, 2, 1)]))
+same_zb = torch_pipeline_order("interleaved_zb", 4, 8, 2) == schedule("interleaved_zb", 4, 8, 2)
+print("equal to PyTorch's pipeline_order on every rank:", same_zb)
+zb = lab.zero_bubble_table([(4, 8, 2, 1, 1, 1), (4, 8, 2, 2, 2, 1), (4, 8, 1, 1, 1, 1), (8, 16, 4, 1, 2, 1)])
+print(zb)
+claim("our zero-bubble schedule is PyTorch's, action for action", same_zb, "p=4, m=8, v=2")
+claim("the per-stage formula equals the simulation in every row", all(zb.column("equal")), "4 rows")
+claim("per-virtual-stage times misread it by a factor v", all(sim == v * bad for v, sim, bad in zip(
+      zb.column("v"), zb.column("simulated"), zb.column("per-virtual-stage misread"))), "v = 2, 2, 1, 4")
 z = lab.simulate_zero_bubble(4, 8, 2, 1, 1, 1)
 display(HTML(figure_to_html(V.gantt(z, "interleaved zero bubble, p=4 m=8 v=2"))))
 
@@ -289,6 +336,11 @@ display(HTML(figure_to_html(V.gantt(z, "interleaved zero bubble, p=4 m=8 v=2")))
 # more. The peak table above says otherwise for this configuration — 8 sets (4 rank-shares, like
 # 1F1B) against interleaved 1F1B's 11: PyTorch's zero-bubble schedule warms up less deeply and
 # runs the deferred Ws soon enough to free the sets. The bubble and the memory both went down.
+
+# %%
+claim("zero bubble: 8 sets (4 rank-shares), not 11, and a shorter step",
+      pk[("interleaved_zb", 2)][3] == 8 and Fraction(pk[("interleaved_zb", 2)][4]) == 4
+      and Fraction(pk[("interleaved_zb", 2)][5]) < Fraction(pk[("interleaved_1f1b", 2)][5]), "51/2 vs 57/2")
 
 # %% [markdown]
 # ## 4. Stage balance: the slowest stage sets the pace
@@ -309,10 +361,16 @@ tf, tb = [1, 1, 3, 1], [2, 2, 5, 2]
 for kind in ("gpipe", "1f1b"):
     spans = [simulate(schedule(kind, 4, m), tf, tb).makespan for m in (4, 5, 6, 7, 8)]
     print(f"{kind:5s} makespan for m=4..8: {spans}; increments {[b - a for a, b in zip(spans, spans[1:])]}")
+    claim(f"{kind}: every extra microbatch costs the slowest stage's 3 + 5", {b - a for a, b in zip(spans, spans[1:])}
+          == {8}, "8 units")
 print("GPipe closed form at m=8:", sum(tf) + sum(tb) + 7 * (3 + 5))
+claim("GPipe's step is the flow-shop closed form", simulate(schedule("gpipe", 4, 8), tf, tb).makespan
+      == sum(tf) + sum(tb) + 7 * (3 + 5), "73")
 r = simulate(schedule("1f1b", 4, 8), tf, tb)
-print("1F1B bubble with the slow stage:", round(float(r.bubble_fraction), 3),
-      "| balanced:", round(float(simulate(schedule("1f1b", 4, 8), 1, 2).bubble_fraction), 3))
+balanced = simulate(schedule("1f1b", 4, 8), 1, 2).bubble_fraction
+print("1F1B bubble with the slow stage:", round(float(r.bubble_fraction), 3), "| balanced:", round(float(balanced), 3))
+claim("the slow stage makes everyone wait", r.bubble_fraction > balanced, f"{float(r.bubble_fraction):.3f} > "
+      f"{float(balanced):.3f}")
 display(HTML(figure_to_html(V.gantt(r, "1F1B, stage 2 three times slower: everyone waits for rank 2"))))
 
 # %% [markdown]
@@ -332,15 +390,40 @@ display(HTML(figure_to_html(V.gantt(r, "1F1B, stage 2 three times slower: everyo
 
 # %%
 p = 4
+versions = {}
 for policy in ("gpipe", "pipedream", "pipedream_2bw"):
-    t = weight_versions(policy, p, 6 * p)
+    t = versions[policy] = weight_versions(policy, p, 6 * p)
     print(f"{policy:14s} versions per stage {t.max_versions}   staleness (updates) {t.staleness}")
 print("PipeDream expected p - s:", [p - s for s in range(p)])
+claim("GPipe: one weight version, staleness 0", versions["gpipe"].max_versions == [1] * p
+      and versions["gpipe"].staleness == [0] * p, "synchronous")
+claim("PipeDream keeps p - s versions on stage s", versions["pipedream"].max_versions == [p - s for s in range(p)],
+      "4 3 2 1")
+claim("2BW needs at most 2, one on the last stage", versions["pipedream_2bw"].max_versions == [2, 2, 2, 1],
+      "at the price of one update of staleness")
 
 # %% [markdown]
 # Stage s (counting from 0) holds p−s versions under PipeDream — stage 0, with p microbatches in
 # flight, the most. 2BW needs at most 2 (1 on the last stage, which never has two microbatches in
 # flight), at the price of a gradient that is one update stale.
+#
+# ### Pipelines train
+#
+# **A common mistake** says pipeline parallelism is "only for inference", since a model cut into
+# stages seems to leave nowhere to put the backward pass. GPipe was built for training: every
+# stage runs its backwards, accumulates its parameters' gradients over the microbatches, and
+# steps its own optimizer after the flush. Here the executor of section 6 trains the MLP for ten
+# SGD steps with GPipe on 4 gloo ranks (4 microbatches a step; the targets are what another,
+# fixed MLP makes of the inputs), next to the same training in one process on whole batches:
+
+# %%
+trained = lab.training_table("gpipe", p=4, m=4, steps=10)
+print(trained)
+tl = trained.data
+claim("GPipe trains: the loss halves in ten steps", tl["losses"][-1] < tl["losses"][0] / 2,
+      f"{tl['losses'][0]:.4f} -> {tl['losses'][-1]:.4f}")
+claim("every step's loss and the final weights are one process's", max(abs(a - b) for a, b in zip(tl["losses"],
+      tl["reference"])) < 1e-12 and tl["max_param_diff"] < 1e-12, f"max |param difference| {tl['max_param_diff']:.0e}")
 #
 # ## 6. The real executor
 #
@@ -353,7 +436,10 @@ print("PipeDream expected p - s:", [p - s for s in range(p)])
 # up to rounding (the sums are done in a different order), for every schedule:
 
 # %%
-print(lab.executor_table())
+ex = lab.executor_table()
+print(ex)
+claim("every schedule's loss and gradients equal one process's and PyTorch's", all(ex.column("= one process"))
+      and all(ex.column("= PyTorch")), "to 1e-12, 4 schedules")
 
 # %% [markdown]
 # ### Exercise: `stage_backward`
@@ -453,7 +539,14 @@ show(chimera.chimera_slots)
 D, N = 4, 4
 ch = chimera.simulate_placed(chimera.chimera_schedule(D, N), chimera.bidirectional_layout(D, N), 1, 1)
 display(HTML(figure_to_html(V.gantt(ch, "Chimera D=4 N=4 (virtual stage 0: down pipeline, 1: up)"))))
-print(chimera.chimera_table([(4, 4), (4, 8), (8, 8), (8, 16)]))
+chi = chimera.chimera_table([(4, 4), (4, 8), (8, 8), (8, 16)])
+print(chi)
+claim("the paper's (D-2)/(2N+D-2) exactly, in every row", chi.column("bubble") == chi.column("paper (F=B)"), "4 rows")
+claim("Chimera's step is shorter than 1F1B's in every row", all(int(a) < int(b) for a, b in zip(chi.column("step"),
+      chi.column("1F1B step"))), "10 vs 14, ...")
+claim("activation sets peak at D in the middle ranks and D/2 + 1 at the ends", all(
+      max(pk_) == D and pk_[0] == pk_[-1] == D // 2 + 1 for D, pk_ in zip(chi.column("D"), chi.column("peak sets per rank"))),
+      "[3, 4, 4, 3] for D = 4")
 
 # %% [markdown]
 # The simulator gives the paper's (D−2)/(2N+D−2) exactly, for N a multiple of D (Chimera runs
@@ -464,8 +557,14 @@ print(chimera.chimera_table([(4, 4), (4, 8), (8, 8), (8, 16)]))
 # the previous one's drain; the paper has refinements for this that we do not model):
 
 # %%
-print(chimera.chimera_table([(4, 4), (4, 8), (8, 8)], 1, 2))
-print("idle per rank, D=4 N=8, F=1 B=2:", chimera.chimera_idle(4, 8, 1, 2))
+chi2 = chimera.chimera_table([(4, 4), (4, 8), (8, 8)], 1, 2)
+print(chi2)
+idle = chimera.chimera_idle(4, 8, 1, 2)
+print("idle per rank, D=4 N=8, F=1 B=2:", idle)
+claim("with backward = 2 x forward the bubble is above the paper's formula", all(Fraction(a) > Fraction(b) for a, b
+      in zip(chi2.column("bubble"), chi2.column("paper (F=B)"))), "3 rows")
+claim("idle = (D-2)B in one unit + (D-2)(B-F) per extra unit", idle == (4 - 2) * 2 + (4 - 2) * (2 - 1) * 1,
+      "D=4, N=8: 2 units, 6")
 
 # %% [markdown]
 # ### 8.2 DualPipe: both directions, overlapped and split
@@ -488,8 +587,14 @@ print("idle per rank, D=4 N=8, F=1 B=2:", chimera.chimera_idle(4, 8, 1, 2))
 # 7·1 = 7 time units. And DualPipe, with F&B = F + B = 3 (no overlap gain) and with F&B = 2.5?
 
 # %%
-print(dualpipe.comparison_table([(8, 16, 1, 2, 1, None), (8, 16, 1, 2, 1, Fraction(5, 2)),
-                                 (4, 8, 1, 2, 1, None)]))
+duo = dualpipe.comparison_table([(8, 16, 1, 2, 1, None), (8, 16, 1, 2, 1, Fraction(5, 2)), (4, 8, 1, 2, 1, None)])
+print(duo)
+claim("every bubble equals the report's formula, every peak its count", duo.column("bubble") == duo.column("formula")
+      and duo.column("peak act.") == duo.column("report"), f"{len(duo.rows)} rows")
+by = {(r[0], r[2], r[3]): Fraction(r[5]) for r in duo.rows}
+claim("DualPipe idles least; Chimera more than ZB1P (no split backward)", all(
+      by[(pp, fb, "DualPipe")] < by[(pp, fb, "ZB1P")] < by[(pp, fb, "Chimera")] for pp, fb, _ in by),
+      "3 configurations")
 dp = dualpipe.simulate_dualpipe(4, 8, 1, 2, 1)
 display(HTML(figure_to_html(V.gantt(dp, "DualPipe PP=4 m=8 (virtual stage 0: enters at rank 0, 1: at rank 3)"))))
 
@@ -519,9 +624,18 @@ show(terapipe.optimal_slicing)
 # be equal, longer at the start, or longer at the end?
 
 # %%
-print(terapipe.slicing_table([(16, 4), (32, 8)]))
-print("L=10, K=4: DP", terapipe.optimal_slicing(10, 4)[0], "| brute force over all 512 slicings",
-      terapipe.brute_force_slicing(10, 4)[0])
+tera = terapipe.slicing_table([(16, 4), (32, 8)])
+print(tera)
+dp10, brute10 = terapipe.optimal_slicing(10, 4)[0], terapipe.brute_force_slicing(10, 4)[0]
+print("L=10, K=4: DP", dp10, "| brute force over all 512 slicings", brute10)
+claim("the DP finds the brute-force optimum", dp10 == brute10, f"{dp10}")
+whole, dp = float(tera.rows[1][2]), float(tera.rows[1][4])
+claim_between("slicing 32 blocks on 8 stages is about 3.4 x faster than the whole sequence", whole / dp, 3.3, 3.5)
+gains = [float(x) for x in tera.column("uniform/DP")]
+claim("the DP beats the best equal slicing by a few per cent", all(1 < g < 1.1 for g in gains),
+      ", ".join(f"{g:.3f}" for g in gains))
+claim("its slices shrink along the sequence", all(list(map(int, s.split())) == sorted(map(int, s.split()),
+      reverse=True) for s in tera.column("DP slice lengths")), "longest first")
 
 # %% [markdown]
 # Slicing at all is the big win (32 blocks on 8 stages: about 3.4 × faster than the whole
@@ -541,7 +655,9 @@ print("L=10, K=4: DP", terapipe.optimal_slicing(10, 4)[0], "| brute force over a
 # 0's forward on each machine?
 
 # %%
-print(staleness.staleness_table(4, (1, 2)))
+stale = staleness.staleness_table(4, (1, 2))
+print(stale)
+claim("counted staleness equals the closed forms on both machines", all(stale.column("equal")), "4 rows")
 
 # %% [markdown]
 # Stage s (from 0) is p−1−s updates stale on the alternating machine and 2(p−s)−1 on the fully
@@ -553,7 +669,17 @@ print(staleness.staleness_table(4, (1, 2)))
 # uses the current weights moved back along their recent drift, towards those the forward saw).
 
 # %%
-print(staleness.training_table(4, (0.4, 1.2)))
+st = staleness.training_table(4, (0.4, 1.2))
+print(st)
+res = {r[0].strip(): r[1:] for r in st.rows}
+claim("at lr 0.4 the delays cost a little: every run converges", all(v[0] != "diverged" for v in res.values()),
+      f"sync {res['synchronous (delays 0)'][0]}, full {res['async full (delays 7 5 3 1)'][0]}")
+claim("at lr 1.2 the fully pipelined run diverges where synchronous SGD converges",
+      res["async full (delays 7 5 3 1)"][1] == "diverged" and res["synchronous (delays 0)"][1] != "diverged", "")
+claim("stashing or correcting does not save it; lr / tau throughout does",
+      res["same, stashed weights"][1] == res["same, discrepancy correction"][1] == "diverged"
+      and float(res["same, lr / tau throughout"][1]) < float(res["same, lr / tau annealed to lr"][1]),
+      f"{res['same, lr / tau throughout'][1]} vs annealed {res['same, lr / tau annealed to lr'][1]}")
 
 # %% [markdown]
 # At the smaller step the delays cost a little; at the larger one the fully pipelined run
@@ -648,7 +774,8 @@ print(staleness.training_table(4, (0.4, 1.2)))
 # * Interleaving v stages per rank gives (p−1)/(v·m+p−1), exactly for m ≥ p, for more messages.
 #   Splitting the backward and deferring the weight gradient (zero bubble) shrinks it further.
 # * The slowest stage sets the pace: each extra microbatch costs its forward + backward.
-# * GPipe and 1F1B are synchronous. PipeDream keeps p−s weight versions on stage s; 2BW keeps 2.
+# * GPipe and 1F1B are synchronous, and they train: a pipeline's steps equal one process's.
+#   PipeDream keeps p−s weight versions on stage s; 2BW keeps 2.
 # * A schedule is data: our executor runs any valid one on real ranks and matches one process
 #   and PyTorch's `torch.distributed.pipelining`, gradient for gradient.
 # * Two directions over the same ranks halve the bubble for twice the weights: Chimera idles

@@ -15,16 +15,20 @@
 # 2. follow, moment by moment, which shards each rank holds during a step of each stage;
 # 3. train with ZeRO-1, -2 and -3 on real ranks and check them against one process and against
 #    PyTorch's `ZeroRedundancyOptimizer` and `fully_shard`;
-# 4. count what each stage sends: stages 1 and 2 send exactly what DDP sends, stage 3 half as much
-#    again;
+# 4. count what each stage sends: stages 1 and 2 send exactly what DDP sends in a plain step,
+#    stage 3 half as much again — and see where that changes (gradient accumulation, PyTorch's
+#    ZeroRedundancyOptimizer);
 # 5. write a ZeRO-1 step and FSDP's gather → compute → free yourself.
 #
 # Whenever you see **Predict first**, write your guess down before running the next cell.
 
 # %%
+import re
+
 import torch
 
 import labkit
+from labkit.claims import claim, claim_between, claim_close
 from labkit.grading.check import check_your_work
 from labkit.show import show
 from labkit.zero import FSDP, ShardedOptimizer, lab
@@ -50,7 +54,14 @@ print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 # 1 and 2 hold on **8** GPUs?
 
 # %%
-print(lab.stage_table(7.5e9, 64))
+stages = lab.stage_table(7.5e9, 64)
+print(stages)
+gb = stages.column("GB per rank")
+claim("120, 31.4, 16.6 and 1.9 GB per GPU: the paper's figure", [round(g, 1) for g in gb] == [120.0, 31.4, 16.6, 1.9],
+      ", ".join(f"{g:.2f}" for g in gb))
+less8 = stages.column("x less, N=8")
+claim("on 8 ranks stages 1 and 2 save 2.9x and 4.3x, not 4x and 8x", (round(less8[1], 1), round(less8[2], 1))
+      == (2.9, 4.3), f"{less8[1]:.2f}x, {less8[2]:.2f}x")
 
 # %% [markdown]
 # 120, 31.4, 16.6 and 1.9 GB — the paper's figure. **A common mistake** quotes "4× less" for stage 1
@@ -82,32 +93,40 @@ V.shards_widget(world=4, units=3)
 #
 # The "sent so far" figure at the last moment is the step's traffic: at stage 3, two all-gathers
 # and a reduce-scatter per unit, 1.5× what stages 0–2 send.
+
+# %%
+from labkit.zero.timeline import WHOLE, step_moments
+
+moments = {stage: step_moments(stage, 4, 3, unit_numel=1 / 3) for stage in range(4)}
+sent = [moments[stage][-1].bytes_sent for stage in range(4)]
+claim("stage 3 sends 1.5x what stages 0-2 send", sent[0] == sent[1] == sent[2] and sent[3] == 1.5 * sent[0],
+      f"{sent[3]:g} vs {sent[0]:g} (Ψ bytes)")
+whole = max(sum(h == WHOLE for h in m.held["parameters"]) for m in moments[3])
+claim("stage 3: one unit whole at any moment", whole == 1, "the picture's model: no root unit")
+grads = max(sum(h == WHOLE for h in m.held["gradients"]) for m in moments[2])
+claim("stage 2: the gradient column never fills up", grads < 3, f"at most {grads} of 3 units whole")
 #
 # ## 3. The real thing, checked
 #
 # `ShardedOptimizer` (stages 1 and 2) has the shape of PyTorch's `ZeroRedundancyOptimizer`: wrap any
 # elementwise optimizer class. Its step, bucket by bucket: reduce-scatter the gradients, step the
 # master shard, all-gather the parameters.
-
-# %%
-show(ShardedOptimizer.step)
-
-# %% [markdown]
+#
 # `FSDP` (stage 3) gathers a unit's parameters in a forward pre-hook and frees them in a forward
 # hook. Autograd would keep the gathered weights until backward, since a Linear saves its weight:
 # a saved-tensor hook stores a note instead, and the first backward op that needs the weights
-# gathers them again.
-
-# %%
-show(FSDP._pack)
-show(FSDP._unpack)
-
-# %% [markdown]
+# gathers them again. (Exercises 2 and 3 write both ideas small; our code is shown after them.)
+#
 # **Predict first:** three AdamW steps in float64, each rank on its slice of the batch. How far
 # from one process on the whole batch will each method land?
 
 # %%
-print(lab.equivalence_table(worlds=(1, 2, 4)))
+eq = lab.equivalence_table(worlds=(1, 2, 4))
+print(eq)
+err = eq.column("max |param - one process|")
+claim("every method, ours and PyTorch's, lands within 1e-13 of one process", max(err) < 1e-13,
+      f"largest {max(err):.1e}")
+claim("on one rank, ours equal one process bit for bit", all(e == 0 for (m, n, e) in eq.rows if n == 1), "0.0")
 
 # %% [markdown]
 # About 1e-14: the sums are taken in another order and Adam runs on flat vectors instead of one
@@ -122,18 +141,44 @@ print(lab.equivalence_table(worlds=(1, 2, 4)))
 # to cut a group of parameters into N equal shards it is padded to Ψ' = ⌈Ψ/N⌉·N elements. Our
 # ZeRO-1 and -2 keep an fp32 master shard even for an fp32 model, as DeepSpeed does, so K = 4 + 8.
 # In our FSDP the fp32 shards *are* the master weights, so K = 8 (m and v); by default it shards
-# only matrices and keeps 1-D parameters (biases, LayerNorm scales) whole.
+# only matrices and keeps 1-D parameters (biases, LayerNorm scales) whole. Bytes held after a step
+# are not the whole story: during the step a rank also holds activations and what is in flight —
+# ZeRO-1's full gradients until the step reduce-scatters them, FSDP's gathered units. The last
+# column is the peak of the step itself.
 #
 # **Predict first:** rank 0 of 4, float32. Will ZeRO-1's optimizer bytes be a quarter of DDP's?
+# Which stage has the lowest peak?
 
 # %%
-print(lab.memory_table(world=4))
+mem = lab.memory_table(world=4)
+print(mem)
+m = {r[0]: dict(zip(mem.columns, r)) for r in mem.rows}
+claim("after the step, every row equals the formula to the byte", mem.column("total B") == mem.column("formula B"),
+      "4 methods")
+claim("ZeRO-1 keeps more than a quarter of DDP's optimizer bytes (the master shard)",
+      m["zero1"]["optimizer B"] > m["ddp"]["optimizer B"] / 4, f"{m['zero1']['optimizer B']} vs "
+      f"{m['ddp']['optimizer B']} / 4")
+claim("each peak is above what the step leaves", all(r["step peak B"] > r["total B"] for r in m.values()),
+      "activations and what is in flight")
+claim("peaks fall from DDP to ZeRO-1 to ZeRO-2", m["ddp"]["step peak B"] > m["zero1"]["step peak B"]
+      > m["zero2"]["step peak B"], " > ".join(str(m[k]["step peak B"]) for k in ("ddp", "zero1", "zero2")))
+claim("FSDP holds the least after the step, yet peaks above ZeRO-2 here", m["fsdp"]["total B"] == min(
+      r["total B"] for r in m.values()) and m["fsdp"]["step peak B"] > m["zero2"]["step peak B"],
+      f"{m['fsdp']['step peak B']} vs {m['zero2']['step peak B']}")
 
 # %% [markdown]
 # Equal to the formula to the byte, in every row. (Adam's step counters, 4 bytes per tensor it
 # steps, are included in the formula column.) ZeRO-1 holds more optimizer bytes than a quarter of
 # DDP's because of the master shard: 12 bytes per element against DDP's 8. FSDP's optimizer bytes
 # are 8 per sharded element plus 8 for each whole 1-D parameter.
+#
+# The peaks tell more. ZeRO-1 still builds every full gradient before its step reduce-scatters
+# them; ZeRO-2 frees each bucket's full gradients as soon as they are reduce-scattered, so its
+# peak is lower. FSDP holds the least between steps, but at its peak a gathered unit, its full
+# gradient before the reduce-scatter and the activations all sit on top of the shards — in a model
+# this small they outweigh what sharding saved. With billions of parameters the model states
+# dominate and the order of the "after" column is the order of the peaks too; the transient part
+# is what FSDP's unit size (and prefetching, below) controls.
 #
 # ## 5. What a step sends
 #
@@ -143,9 +188,17 @@ print(lab.memory_table(world=4))
 # **Predict first:** per step on 4 ranks, how many bytes does each stage send, compared with DDP?
 
 # %%
-print(lab.traffic_table(world=4))
+traffic = lab.traffic_table(world=4)
+print(traffic)
 print(f"closed forms per rank, float32: stages 0-2 {comm_bytes_per_step(1.0, 4, 1, 4):.2f}·Ψ bytes, "
       f"stage 3 {comm_bytes_per_step(1.0, 4, 3, 4):.2f}·Ψ")
+t = {r[0]: dict(zip(traffic.columns, r)) for r in traffic.rows}
+claim("every count equals its closed form", traffic.column("bytes sent") == traffic.column("formula"), "5 rows")
+claim("ZeRO-1 and -2 send what DDP sends, with no all-reduce", all(t[k]["x DDP"] == 1 and t[k]["all-reduce"] == 0
+      for k in ("zero1", "zero2")), "1.00x")
+claim_close("FSDP sends about 1.5x", t["fsdp"]["x DDP"], 1.5, abs_=0.05)
+claim_close("PyTorch's ZeroRedundancyOptimizer sends 1.5x DDP: all-reduce + broadcast", t["torch-zero1"]["x DDP"],
+            1.5)
 
 # %% [markdown]
 # Optimizer states never move. Stages 1 and 2 replace DDP's all-reduce (2(N−1)/N·Ψ per rank) by a
@@ -153,6 +206,34 @@ print(f"closed forms per rank, float32: stages 0-2 {comm_bytes_per_step(1.0, 4, 
 # total, and no all-reduce. Stage 3 all-gathers each unit twice (forward and backward) plus the
 # reduce-scatter: 3(N−1)/N·Ψ, 1.5× DDP (1.47 here, since our FSDP all-reduces the small 1-D
 # parameters like DDP). ZeRO-3 buys memory with communication.
+#
+# PyTorch's `ZeroRedundancyOptimizer` is ZeRO-1 *on top of* `DistributedDataParallel`: DDP still
+# all-reduces every gradient (each rank then uses only its shard's), and after the step each
+# owner **broadcasts** its updated parameters: 2(N−1)/N·Ψ + (N−1)/N·Ψ, 1.5× DDP — more than DDP,
+# where our ZeRO-1's reduce-scatter sends only what each rank needs. (Its collectives were read
+# with `torch.profiler` from the gloo events of one backward and step.)
+#
+# **Gradient accumulation changes the count.** With k micro-batches per step, DDP (with
+# `no_sync`) and ZeRO-1 add the micro-batches' gradients up locally and reduce once. ZeRO-2 keeps
+# only a gradient *shard*, so it must reduce-scatter every micro-batch's gradients as soon as
+# they are ready: k reduce-scatters per step.
+#
+# **Predict first:** k = 4 micro-batches on 4 ranks. How many times DDP's bytes does ZeRO-2 send?
+
+# %%
+accum = lab.accumulation_table(world=4, micro_batches=(1, 4))
+print(accum)
+a = {(r[0], r[1]): dict(zip(accum.columns, r)) for r in accum.rows}
+claim("every count equals its closed form", accum.column("bytes sent") == accum.column("formula"), "6 rows")
+claim("k = 4: ZeRO-2 reduce-scatters 4 times, DDP and ZeRO-1 reduce once",
+      (a[(4, "zero2")]["reduce-scatters"], a[(4, "zero1")]["reduce-scatters"], a[(4, "ddp")]["all-reduces"]) == (4, 1, 1),
+      "per step")
+claim_close("ZeRO-2 then sends (k + 1)/2 = 2.5x DDP's bytes", a[(4, "zero2")]["x DDP"], 2.5)
+
+# %% [markdown]
+# ZeRO-2 sends (k + 1)(N−1)/N·Ψ per step where DDP sends 2(N−1)/N·Ψ: its gradient traffic alone is k
+# times ZeRO-1's. Large accumulation makes ZeRO-2's memory saving expensive; ZeRO-1 (or a larger
+# micro-batch) avoids it.
 #
 # FSDP's own order of events, one step, on 2 ranks. The root unit holds the embeddings, the final
 # LayerNorm and — through the tie — the output layer, which the model uses at both ends; so the
@@ -163,11 +244,36 @@ print(f"closed forms per rank, float32: stages 0-2 {comm_bytes_per_step(1.0, 4, 
 # bytes do the all-gathers send in bf16?
 
 # %%
-print(lab.fsdp_trace(world=2))
+trace = lab.fsdp_trace(world=2)
+print(trace)
+most = max(len(w.split(" + ")) for w in trace.column("whole now") if w != "-")
+claim("two units whole at most: the root and one block", most == 2, "our FSDP does not prefetch")
+fp32, bf16 = map(int, re.search(r"fp32 (\d+), bf16 (\d+)", trace.title).groups())
+claim_close("bf16 halves the all-gathered bytes", fp32 / bf16, 2.0)
 
 # %% [markdown]
-# Two at most: the root and one block. Half the bytes on the wire in bf16, while the master
-# shards and the gradients stay float32 (the title's last words).
+# Two at most: the root and one block — because our FSDP gathers a unit only when it is needed.
+# Half the bytes on the wire in bf16, while the master shards and the gradients stay float32 (the
+# title's last words).
+#
+# PyTorch's FSDP **prefetches**: it issues the next unit's all-gather before the current unit has
+# finished computing, so that communication overlaps compute. In backward, FSDP2's `fully_shard`
+# prefetches one unit ahead by default (FSDP1: `backward_prefetch=BACKWARD_PRE`); in forward it
+# runs the all-gathers on their own CUDA stream, so the next unit's gather can start while the
+# current unit computes, and `set_modules_to_forward_prefetch` / `..._backward_prefetch` ask for
+# more. With one unit prefetched, three can be whole at once (the root, the current block, the
+# next): more memory for less waiting.
+#
+# PyTorch's FSDP also shards **every** parameter, 1-D ones included: `fully_shard` turns each
+# into a DTensor cut along dim 0, where our FSDP keeps biases and LayerNorm scales whole (and
+# all-reduces their gradients):
+
+# %%
+placed = lab.fsdp2_placements(world=2)
+print(placed)
+one_d = [r for r in placed.rows if len(r[1]) == 1]
+claim("every parameter is sharded on dim 0, 1-D ones included", all(r[2] == "S(0)" for r in placed.rows)
+      and all(r[3][0] * 2 == r[1][0] for r in one_d), f"{len(one_d)} 1-D of {len(placed.rows)} parameters")
 
 # %% [markdown]
 # `benchmarks/zero.py` times our stages against PyTorch's on 2 and 4 ranks and checks the bytes
@@ -200,6 +306,12 @@ show(model_state_bytes)
 check_your_work("lab10_zero", "zero1_step", picture=lab.picture("zero1_step"))
 
 # %% [markdown]
+# Ours, for comparison: `ShardedOptimizer.step`, the same three moves on buckets of a real model.
+
+# %%
+show(ShardedOptimizer.step)
+
+# %% [markdown]
 # ### Exercise 3: `fsdp_linear`
 #
 # FSDP's gather → compute → free for one Linear layer, as an autograd function: gather the weight
@@ -209,6 +321,13 @@ check_your_work("lab10_zero", "zero1_step", picture=lab.picture("zero1_step"))
 
 # %%
 check_your_work("lab10_zero", "fsdp_linear", picture=lab.picture("fsdp_linear"))
+
+# %% [markdown]
+# Ours, for comparison: how our `FSDP` keeps a note instead of a gathered weight for backward.
+
+# %%
+show(FSDP._pack)
+show(FSDP._unpack)
 
 # %% [markdown]
 # ## 7. Worked problems
@@ -260,6 +379,9 @@ import math
 print(model_state_bytes(70e9, 64, 2) / 1e9, model_state_bytes(70e9, 64, 3) / 1e9, 16 / (2 + 14 / 21))
 s2, s3 = comm_bytes_per_step(1.3e9, 16, 2), comm_bytes_per_step(1.3e9, 16, 3)
 print(s2 / 1e9, s2 / 25e9, s3 / 1e9, s3 / 25e9, math.ceil(10_000_001 / 8), 8 * math.ceil(10_000_001 / 8) - 10_000_001)
+claim("Problems 1-4 as answered", (round(model_state_bytes(70e9, 64, 2) / 1e9, 1), model_state_bytes(70e9, 64, 3) / 1e9,
+      round(16 / (2 + 14 / 21), 9), round(s2 / 1e9, 3), round(s3 / 1e9, 4), 8 * math.ceil(10_000_001 / 8) - 10_000_001)
+      == (155.3, 17.5, 6.0, 4.875, 7.3125, 7), "155.3 GB, 17.5 GB, N = 21, 4.875 / 7.31 GB, 7 padding")
 
 # %% [markdown]
 # ## Further reading
@@ -278,7 +400,11 @@ print(s2 / 1e9, s2 / 25e9, s3 / 1e9, s3 / 25e9, math.ceil(10_000_001 / 8), 8 * m
 #   "4×" and "8×" are the limits of stages 1 and 2 as N grows.
 # * Stages 1 and 2 send what DDP sends, as a reduce-scatter and an all-gather instead of an
 #   all-reduce; stage 3 sends 1.5× as much, gathering each unit before forward and again before
-#   backward.
+#   backward. With k accumulated micro-batches ZeRO-2 reduce-scatters k times ((k + 1)/2 × DDP);
+#   PyTorch's ZeroRedundancyOptimizer, on top of DDP, sends 1.5× DDP.
+# * Peaks include what is in flight: ZeRO-2 frees full gradients as it goes; FSDP's gathered units
+#   (more of them with prefetching) come on top of its shards. PyTorch's FSDP shards 1-D
+#   parameters too.
 # * Padding each group to a multiple of N makes the shards equal; the bytes a rank holds then
 #   equal the formula exactly.
 # * Our ZeRO-1/2 and FSDP give the same parameters as one process and as PyTorch's implementations.

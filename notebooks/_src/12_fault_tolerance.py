@@ -28,6 +28,7 @@ import torch
 
 import labkit
 from labkit.checkpoint import abft, dcp_measure, domino, interval, io, lab, voting
+from labkit.claims import claim, claim_between, claim_close
 from labkit.grading.check import check_your_work
 from labkit.show import show
 from labkit.viz import checkpoint as V
@@ -46,6 +47,8 @@ print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 # %%
 M = interval.system_mtbf(5 * 365 * 86400, 10_000)
 print(f"system MTBF: {M:.0f} s = {M / 3600:.2f} h")
+claim("under four and a half hours", M < 4.5 * 3600, f"{M / 3600:.2f} h")
+claim("a 30-day run fails over a hundred times", 30 * 86400 / M > 100, f"{30 * 86400 / M:.0f} failures expected")
 
 # %% [markdown]
 # Under four and a half hours. A month-long run will fail over a hundred times: whatever is not
@@ -59,42 +62,79 @@ print(f"system MTBF: {M:.0f} s = {M / 3600:.2f} h")
 # same folder, flush and `fsync` it, `os.replace` it onto the name (a rename is atomic), then
 # `fsync` the folder so the rename itself survives a power cut.
 #
-# Here both ways are killed at four moments (the child process that saves is killed on cue):
+# Here three ways are killed at four moments — before the first byte, half way, after the last
+# byte, just before the rename (the child process that saves is killed on cue) — and then left
+# to finish, while we watch which `fsync` calls it makes:
 #
-# **Predict first:** for each, what is left at the checkpoint's name?
+# **Predict first:** for each, what is left at the checkpoint's name? Does the version without
+# any `fsync` ever lose?
 
 # %%
-print(lab.crash_table())
+crash = lab.crash_table()
+print(crash)
+row = {r[0]: dict(zip(crash.columns, r)) for r in crash.rows}
+kills = ("start", "half", "end", "rename")
+claim("in place leaves a torn file when killed at the start or half way",
+      [row["in place"][k] for k in ("start", "half")] == ["torn", "torn"], "no good checkpoint at all")
+for name in ("temp + rename, no fsync", "temp + fsync + rename"):
+    found = [row[name][k] for k in kills]
+    claim(f"{name}: the old checkpoint, whole, after every kill", found == ["old"] * 4, " ".join(found))
+claim("only the last fsyncs the file before the rename, the folder after",
+      [row[n]["fsync file"] + row[n]["fsync folder"] for n in row] == ["NONO", "NONO", "yesyes"],
+      "seen in the child")
 
 # %% [markdown]
 # In place: a torn file when killed mid-write. Temp + rename: the old checkpoint, whole, every time
-# (or the new one, once the rename has happened). labkit's checkpoint file adds a header with the
-# payload's length and SHA-256, so a file damaged later — a flipped bit, a truncated copy — is
-# refused with one line instead of loading garbage, and `CheckpointManager` falls back to the
-# previous one:
+# (or the new one, once the rename has happened) — **with or without `fsync`**. A kill is not a
+# power loss: what a killed process has written sits in the kernel's page cache, which outlives
+# the process, and reaches the disk anyway. What a power cut (or a kernel crash) loses is what was
+# not yet on the disk: a rename that reached the disk before the data it points to leaves an empty
+# or partial file under the checkpoint's name — the torn file the rename was meant to prevent —
+# and a rename not yet durable leaves the old name. Killing processes cannot show this, so the
+# table's last two columns watch the calls themselves: the file must be fsync-ed with all its
+# bytes before the rename, the folder after it. Exercise 1's grader watches the same.
+#
+# labkit's checkpoint file adds a header with the payload's length and SHA-256, so a file damaged
+# later — a flipped bit on the disk, a truncated copy — is refused with one line instead of
+# loading garbage, and `CheckpointManager` falls back to the previous one. Here one byte in the
+# middle of the newest checkpoint's payload is changed:
 
 # %%
 import tempfile
 
 folder = tempfile.mkdtemp()
-model, opt = torch.nn.Linear(4, 2), None
+model = torch.nn.Linear(4, 2)
 manager = io.CheckpointManager(folder, keep=2)
 for step in (10, 20):
     manager.save(step, model=model)
 newest = manager.paths()[0]
-newest.write_bytes(newest.read_bytes()[:-1] + b"\x00")          # one byte damaged
+before = newest.read_bytes()
+header = before.index(b"\n", len(io.MAGIC)) + 1            # magic line + one JSON line
+data = bytearray(before)
+middle = (header + len(data)) // 2
+data[middle] ^= 0xFF                                        # one byte of the payload damaged
+newest.write_bytes(bytes(data))
+changed = [i for i, (a, b) in enumerate(zip(before, newest.read_bytes())) if a != b]
+claim("exactly one byte of the payload changed", changed == [middle] and middle >= header,
+      f"byte {middle} of {len(data)}; the payload starts at byte {header}")
 try:
     io.load(newest, model=model)
+    refused = None
 except io.CheckpointError as e:
-    print("refused:", e)
+    refused = str(e)
+    print("refused:", refused.replace(folder, "<folder>"))
+claim("the damaged file is refused with one line", refused is not None and "\n" not in refused,
+      "checksum mismatch" if refused and "checksum" in refused else str(refused))
 step, _, path = manager.load_latest(model=model)
 print(f"fell back to step {step} ({path.name})")
+claim_close("the manager falls back to step 10", step, 10)
 
 # %% [markdown]
 # ### Exercise 1: `atomic_save`
 #
 # In `exercises/lab12_fault_tolerance.py`, write `atomic_save(data, path)`. The cell kills yours at
-# the four moments, next to the in-place write.
+# the four moments, next to the in-place write, and shows which fsyncs yours made; the grader
+# gives points for both.
 
 # %%
 check_your_work("lab12_fault_tolerance", "atomic_save", picture=lab.picture("atomic_save"))
@@ -116,9 +156,25 @@ check_your_work("lab12_fault_tolerance", "atomic_save", picture=lab.picture("ato
 # **Predict first:** stopped after step 3 and resumed in a fresh process, on 1 and on 2 ranks, is
 # the result equal to the uninterrupted run's? And with each state left out, from which step do
 # the runs differ?
+#
+# The comparison is bit for bit, on every rank: the parameters, the optimizer's state (Adam's
+# moments, its step counts, the learning rate) and the loss of each step *the resumed process
+# computed itself* — the losses of steps 1–3 travel in the checkpoint and would prove nothing.
 
 # %%
-print(lab.resume_table(worlds=(1, 2), steps=6, stop=3))
+resume = lab.resume_table(worlds=(1, 2), steps=6, stop=3)
+print(resume)
+rows = {(r[0], r[1]): r for r in resume.rows}
+for world in (1, 2):
+    claim(f"{world} rank(s), everything saved: parameters, optimizer state and losses 4-6 equal",
+          rows[(world, "nothing")][2:5] == ("equal",) * 3, "bit for bit")
+first = {f: rows[(1, f)][5] for f in ("rng", "numpy", "sampler", "scheduler")}
+claim("leaving out a generator or the data position changes step 4's loss",
+      [first[f] for f in ("rng", "numpy", "sampler")] == [4, 4, 4], "rng, numpy, sampler")
+claim("leaving out the schedule shows in the loss two steps later", first["scheduler"] == 6,
+      f"first differing loss at step {first['scheduler']}")
+claim("every left-out state also changes the parameters and the optimizer state",
+      all(rows[(1, f)][2:4] == ("DIFFER", "DIFFER") for f in first), "4 of 4")
 
 # %% [markdown]
 # Bit-identical with everything saved; leaving out any generator or the data position changes the
@@ -126,6 +182,17 @@ print(lab.resume_table(worlds=(1, 2), steps=6, stop=3))
 # learning rate, so step 4 still uses the right one; the restarted schedule sets step 5's, and a
 # changed update shows in the loss one step after. (**A common mistake** says checkpointing
 # dropout layers cannot be exact: it can, once the generators are saved.)
+#
+# **On a GPU**, saving every state is necessary but not sufficient for bit-identical runs: the
+# same operations must also add their numbers in the same order. That needs
+# `torch.use_deterministic_algorithms(True)` (kernels that use atomic additions, such as some
+# scatter and index backwards, are swapped for deterministic ones or refused),
+# `CUBLAS_WORKSPACE_CONFIG=:4096:8` in the environment (cuBLAS otherwise picks its reduction
+# strategy per call with the workspace it has), `torch.backends.cudnn.benchmark = False` (no
+# autotuner choosing a different convolution algorithm after the restart), and, across ranks,
+# the same NCCL algorithms — the same number of ranks on the same topology, with `NCCL_ALGO` and
+# `NCCL_PROTO` pinned — since a ring and a tree all-reduce sum in different orders. This lab's
+# runs are on CPU processes over gloo, where none of this varies.
 #
 # ### Exercise 2: `resume_state`
 #
@@ -151,7 +218,11 @@ check_your_work("lab12_fault_tolerance", "resume_state", picture=lab.picture("re
 
 # %%
 show(labkit.checkpoint.resume.agreed_step)
-run = lab.failure_demo(world=4, steps=8, kill=(2, 5))
+run, same = lab.failure_demo(world=4, steps=8, kill=(2, 5))
+claim("rank 2 died; the second attempt resumed from step 4", run.attempts == 2
+      and run.result["resumed_from"] == 4, f"{run.attempts} attempts")
+claim("the result is the uninterrupted run's, to the last bit", same["same"],
+      f"weights, optimizer, {same['recomputed']} recomputed losses")
 
 # %% [markdown]
 # Step 5 was done twice; nothing else was lost, and the result is the uninterrupted run's
@@ -165,16 +236,33 @@ run = lab.failure_demo(world=4, steps=8, kill=(2, 5))
 cmd = lab.torchrun_command(2, 4, "ckpt", "final.pt", (1, 3))
 print("torchrun", " ".join(cmd[1:6]), "\\")
 print("   ", " ".join(cmd[6:]))
-final = lab.torchrun_demo(world=2, steps=4, fail=(1, 3))
+final, same = lab.torchrun_demo(world=2, steps=4, fail=(1, 3))
+claim("torchrun restarted once; the job ends as if uninterrupted", final["attempt"] == 1
+      and same["same"], f"bit for bit, {same['recomputed']} recomputed losses")
 
 # %% [markdown]
 # Sometimes no replacement comes. **Graceful degradation** goes on with the ranks that are left:
 # each keeps its slice of the batch, so the global batch shrinks from N·b to (N − 1)·b, and the
-# learning rate is scaled by (N − 1)/N (the linear scaling rule of Lab 06). The loss curve goes on,
-# differently from the uninterrupted run's but smoothly:
+# learning rate is scaled by (N − 1)/N (the linear scaling rule of Lab 06). The table shows the
+# global loss — the whole batch's, the mean over the ranks' equal slices — which is what the run
+# optimises; one rank's loss would be the loss of its slice alone.
 
 # %%
-print(lab.fewer_table(world=4, steps=8, kill=(3, 3)))
+fewer = lab.fewer_table(world=4, steps=8, kill=(3, 3))
+print(fewer)
+resumed = max(r[0] for r in fewer.rows if r[1] == 4)
+before = [(a, b) for step, _, a, b in fewer.rows if step <= resumed]
+after = [(a, b) for step, _, a, b in fewer.rows if step > resumed]
+claim("up to the checkpoint both runs are the same run", all(a == b for a, b in before),
+      f"steps 1-{resumed}, bit for bit")
+claim("after it, the smaller batch and learning rate change every step", all(a != b for a, b in after),
+      f"steps {resumed + 1}-{fewer.rows[-1][0]}")
+claim("on 3 ranks the global loss keeps falling", after[-1][1] < before[-1][1],
+      f"{before[-1][1]:.4f} at step {resumed} -> {after[-1][1]:.4f} at step {fewer.rows[-1][0]}")
+
+# %% [markdown]
+# The loss curve goes on from the checkpoint, differently from the uninterrupted run's (a smaller
+# batch, a smaller step) but downwards.
 
 # %% [markdown]
 # ## 5. Sharded checkpoints: save on N ranks, load on M
@@ -185,17 +273,43 @@ print(lab.fewer_table(world=4, steps=8, kill=(3, 3)))
 # ranks. Our FSDP's shards become DTensors for this (a flat group's shard on rank r is
 # `torch.chunk`'s r-th piece of the group), so PyTorch's planner does the resharding.
 #
-# **Predict first:** saved on 3 ranks, loaded on 1, 2 and 4 and trained two more steps: how far
-# from the run that never stopped?
+# **Predict first:** saved on 3 ranks and loaded on 1, 2 and 4: is what each loads exactly what
+# was saved? And after two more steps of training, how far from the run that never stopped?
 
 # %%
-print(dcp_measure.reshard_table(saved_on=3, load_on=(1, 2, 4)))
+reshard = dcp_measure.reshard_table(saved_on=3, load_on=(1, 2, 4))
+print(reshard)
+claim("loaded on 1, 2 and 4 ranks: parameters and Adam's m, v, step as saved",
+      reshard.column("loaded = saved, bit for bit") == ["yes"] * 3, "bit for bit")
+drift = max(reshard.column(reshard.columns[3]))
+claim("two steps later, rounding only", drift < 1e-12, f"largest difference {drift:.1e} in float64")
+sizes = {name: int(size.split()[0]) for name, size in
+         (part.split(" ", 1) for part in reshard.title.removeprefix("files: ").split(", "))}
+claim("rank 0's file is the largest", sizes["__0_0.distcp"] > max(sizes["__1_0.distcp"], sizes["__2_0.distcp"]),
+      f"{sizes['__0_0.distcp']} B vs {sizes['__1_0.distcp']} B")
 
 # %% [markdown]
-# Rounding only. Rank 0's file is larger: it also holds what every rank has (the whole 1-D
-# groups, step counters, the layout). `async_save` copies the state and writes it in the
-# background while training goes on; the loop waits only for the copy. Bandwidths next to this
-# disk's own, measured in the same run (they vary from run to run):
+# Loaded exactly, and after training on, rounding only: the sums of the gradients run over
+# another number of ranks. Rank 0's file is larger: it also holds what every rank has (the whole
+# 1-D groups, step counters, the layout).
+#
+# **Save each checkpoint into a new folder.** DCP writes the data files in place and `.metadata`
+# last (through a temporary file and a rename). Saved with `overwrite=True` into the folder of an
+# older checkpoint, a save that dies half way leaves the *old* `.metadata` next to data files
+# that are partly new — and the old metadata describes them well enough to load. Here a save of
+# all-2 tensors over a checkpoint of all-1 tensors dies as it opens its second data file:
+
+# %%
+torn = lab.overwrite_demo()
+print(torn)
+claim("the torn checkpoint loads without an error: a new, b old", torn["error"] is None
+      and torn["a"] == [2.0] and torn["b"] == [1.0], "a checkpoint that never existed")
+
+# %% [markdown]
+# A new folder per step (and a pointer to the newest, written atomically as in section 2) keeps the
+# old checkpoint whole until the new one is complete. `async_save` copies the state and writes it
+# in the background while training goes on; the loop waits only for the copy. Bandwidths next to
+# this disk's own, measured in the same run (they vary from run to run):
 
 # %% tags=["nbval-ignore-output"]
 print(dcp_measure.dcp_table())
@@ -210,15 +324,36 @@ print(dcp_measure.dcp_table())
 #
 # **Predict first:** for the 10 000-GPU job with C = 60 s, about how many minutes between
 # checkpoints? And when C = 5 min but M = 15 min, how far apart are Young's and Daly's answers?
+#
+# The simulation — failures as a Poisson process in wall time, during work, checkpoints and
+# restarts alike — runs the job at every interval of a fixed ladder, 2^(k/8) minutes from half to
+# twice the optimum, that no formula chose; and at Young's and Daly's intervals themselves. "z" is
+# how many standard errors a formula's simulated wall time lies above the ladder's best.
 
 # %%
-print(interval.optimum_table())
+opt = interval.optimum_table()
+print(opt)
+col = {c: opt.column(c) for c in opt.columns}
+claim("the simulation cannot tell Daly's interval from its best", max(col["z Daly"]) < 3,
+      f"z = {', '.join(f'{z:.1f}' for z in col['z Daly'])}: all below 3")
+claim("simulation and closed form agree at Daly's interval", max(map(abs, col["sim - closed"])) < 3,
+      "within 3 SE in each case")
+claim("C = 5 min, M = 15 min: Young's interval is measurably worse", col["z Young"][2] > 4,
+      f"z = {col['z Young'][2]:.1f}")
+claim_close("for the big job Young and Daly are within a minute", col["Young"][0], col["Daly"][0], abs_=1.0,
+            unit=" min")
+claim("... and their wall times within a few thousandths of a per cent", col["Young +%"][0] < 0.01,
+      f"{col['Young +%'][0]:.3f} %")
+claim_between("C = 5 min, M = 15 min: Young's interval is a third above the optimum",
+              col["Young"][2] / col["exact"][2], 1.25, 1.4)
+claim_between("... and costs almost 3 % more wall time", col["Young +%"][2], 2.5, 3.0, unit=" %")
 
 # %% [markdown]
-# For the big job Young, Daly and the simulation's best agree to within seconds; when checkpoints
-# are expensive next to the MTBF, Young's first-order answer is visibly off (and costs a few per
-# cent of wall time). The simulation — failures as a Poisson process in wall time — and the closed
-# form agree within their standard error (`tests/test_checkpoint_interval.py` asserts it).
+# For the big job Young and Daly differ by about half a minute, and the wall time by a few
+# thousandths of a per cent: nothing the simulation can see. When checkpoints are expensive next
+# to the MTBF, Young's first-order answer is visibly off: a third longer than the optimum, and
+# almost 3 % more wall time, which the simulation sees plainly. `tests/test_checkpoint_interval.py`
+# asserts the same.
 #
 # A day-long job, drawn: useful work, checkpoints, lost work and restarts; move the interval and the
 # MTBF and watch the waste.
@@ -249,9 +384,17 @@ gen = torch.Generator().manual_seed(0)
 p = abft.abft_matmul(torch.randn(5, 4, generator=gen, dtype=torch.float64),
                      torch.randn(4, 6, generator=gen, dtype=torch.float64))
 bad = abft.inject(p, 3, 2, 7.5)
-print("corrupted element found at", abft.detect(bad), "| corrected exactly:",
-      torch.allclose(abft.correct(bad), p.C, rtol=0, atol=1e-12))
-print(abft.flops_table())
+found = abft.detect(bad)
+err = (abft.correct(bad) - p.C).abs().max().item()
+claim("the corrupted element is located from the checksums", found == (3, 2), f"found at {found}")
+claim("and corrected from the row checksum", err <= 1e-12, f"max error {err:.1e}")
+flops = abft.flops_table()
+print(flops)
+claim("counted FLOPs equal both closed forms for every n",
+      flops.column("counted") == flops.column("2n^3") and flops.column("counted ABFT") == flops.column("2(n+1)^2 n"),
+      f"n = {flops.column('n')}")
+over = dict(zip(flops.column("n"), flops.column("overhead %")))
+claim("the overhead is under 1 % from n = 256", over[256] < 1 and over[1024] < 1, f"{over[256]:.3f} % at n = 256")
 
 # %% [markdown]
 # The extra work is one row and one column of a matmul: (2n+1)/n² of it, under 1 % from n = 256.
@@ -270,7 +413,16 @@ check_your_work("lab12_fault_tolerance", "abft_locate", picture=lab.picture("abf
 # **Predict first:** for which R does TMR beat a single unit?
 
 # %%
-print(voting.voting_table())
+vote = voting.voting_table()
+print(vote)
+R, tmr, gain, par = (vote.column(c) for c in ("R", "TMR 3R²-2R³", "TMR - R", "1-(1-R)³ (not voting)"))
+sims = [tuple(map(float, cell.split(" ± "))) for cell in vote.column("TMR simulated")]
+claim("simulation agrees with 3R² - 2R³", all(abs(est - t) <= 4 * se for (est, se), t in zip(sims, tmr)),
+      "within 4 standard errors in every row")
+claim("TMR beats one unit exactly when R > 1/2", all((g > 0) == (r > 0.5) for g, r in zip(gain, R)),
+      f"gain at R = 0.3: {gain[0]:+.3f}, at 0.5: {gain[1]:+.3f}")
+claim("the parallel formula overstates TMR everywhere", all(p_ > t for p_, t in zip(par, tmr)),
+      f"{len(R)} of {len(R)} rows")
 
 # %% [markdown]
 # TMR helps only when R > 1/2 — exactly at 1/2 the curves cross — and the parallel formula
@@ -286,7 +438,19 @@ print(voting.voting_table())
 # training jobs checkpoint every rank at the same step.
 
 # %%
-print(domino.domino_table())
+dom = domino.domino_table()
+print(dom)
+d = {(r[0], r[1]): dict(zip(dom.columns, r)) for r in dom.rows}
+claim("few messages: independent checkpoints lose less", d[(15, "independent")]["mean lost s"]
+      < d[(15, "coordinated")]["mean lost s"], f"{d[(15, 'independent')]['mean lost s']:.1f} s vs "
+      f"{d[(15, 'coordinated')]['mean lost s']:.1f} s")
+claim("many messages: they lose far more", d[(240, "independent")]["mean lost s"]
+      > 2 * d[(240, "coordinated")]["mean lost s"], f"{d[(240, 'independent')]['mean lost s']:.1f} s vs "
+      f"{d[(240, 'coordinated')]['mean lost s']:.1f} s")
+claim_close("240 messages: all roll back to the start in a fifth of the runs",
+            d[(240, "independent")]["all to 0 %"], 20, abs_=5, unit=" %")
+claim("coordinated checkpoints never roll back more than one period",
+      max(v["max rollback s"] for k, v in d.items() if k[1] == "coordinated") <= 10, "10 s")
 
 # %% [markdown]
 # With few messages, independent checkpoints lose *less* (each process rolls back only to its own
@@ -338,6 +502,9 @@ M16 = interval.system_mtbf(3 * 365 * 86400, 16384)
 tau = interval.young_interval(120, M16)
 print(round(M16), round(tau), round(interval.first_order_waste(tau, 120, M16), 3),
       round(voting.tmr_reliability(0.95), 5))
+claim("Problems 1-3 as answered", (round(M16), round(tau), round(interval.first_order_waste(tau, 120, M16), 2),
+                                   round(voting.tmr_reliability(0.95), 5)) == (5774, 1177, 0.2, 0.99275),
+      f"M {M16:.0f} s, tau {tau:.0f} s = {tau / 60:.1f} min")
 
 # %% [markdown]
 # ## Further reading
@@ -355,10 +522,12 @@ print(round(M16), round(tau), round(interval.first_order_waste(tau, 120, M16), 3
 #
 # * A job on N devices fails N times as often as one device. Checkpoint every √(2CM) or so (Daly's
 #   formula when C is not small next to M); the waste is then about √(2C/M).
-# * Write checkpoints to a temporary file, fsync, rename: a crash leaves the old one whole. Add a
-#   checksum so damage is refused, and keep more than one.
+# * Write checkpoints to a temporary file, fsync, rename, fsync the folder: a crash leaves the old
+#   one whole, and a power cut too (a kill alone cannot tell whether you fsync-ed). Add a checksum
+#   so damage is refused, keep more than one, and give each sharded checkpoint its own folder.
 # * A bit-identical resume needs every random generator, the data position and the schedule, not
-#   just the weights; ranks must agree on one step to resume from.
+#   just the weights; ranks must agree on one step to resume from. On a GPU it also needs
+#   deterministic kernels, a fixed cuBLAS workspace and the same NCCL algorithms.
 # * A supervisor — ours, or torchrun with `--max-restarts` — turns a dead rank into a few redone
 #   steps. Sharded checkpoints (DCP) load on any number of ranks.
 # * ABFT corrects a matmul's errors for (2n+1)/n² extra work; voting needs R > 1/2 to help.

@@ -2,7 +2,10 @@
 
 ``atomic_save`` runs in forked children of the sandboxed worker that die on cue — before the
 first byte, half way, after the last byte, just before the rename (labkit.checkpoint.experiments.
-crash_test); the judge reads what is left at the path. ``resume_state`` hands a small training
+crash_test); the judge reads what is left at the path. A kill is not a power loss (the page cache
+survives a killed process), so a save with no fsync would pass every kill: the worker also
+observes the child's fsync calls, and two tests ask for the new file to be fsync-ed whole before
+its rename and the folder after it (a small payload catches a missing flush). ``resume_state`` hands a small training
 run over from one process to a fresh, differently seeded one; the judge compares both runs'
 parameters bit for bit (the same operations on the same numbers). ``young_interval`` and
 ``abft_locate`` are compared with the judge's own answers; ``simulate_wall_time``'s mean must lie
@@ -57,7 +60,9 @@ def _crashes_run(impl, seed):
     def make():
         rng = random.Random(seed)
         old, new = bytes(rng.randrange(256) for _ in range(3000)), bytes(rng.randrange(256) for _ in range(7001))
-        cases = [(old, new, "none"), (None, new, "none")] + [(old, new, p) for p in POINTS] + [(None, new, "half")]
+        small = bytes(rng.randrange(256) for _ in range(100))      # fits a file object's buffer: needs a flush
+        cases = [(old, new, "none"), (None, new, "none"), (old, small, "none")] + \
+            [(old, new, p) for p in POINTS] + [(None, new, "half")]
         hexed = [[None if old is None else old.hex(), new.hex(), point] for old, new, point in cases]
         return cases, impl.harness("lab12_atomic_save", hexed)
     return _once("crash", make)
@@ -83,6 +88,26 @@ def test_a_crash_at_any_moment_leaves_old_or_new_never_torn(impl, seed):
 def test_the_final_path_is_never_opened_for_writing(impl, seed):
     cases, results = _crashes(impl, seed)
     assert not any(r["in_place"] for r in results), "atomic_save opened the final path for writing (in place)"
+
+
+def _finished(impl, seed):
+    cases, results = _crashes(impl, seed)
+    return [(len(new), res) for (old, new, point), res in zip(cases, results) if point == "none"]
+
+
+@pytest.mark.graded(points=1, exercise="atomic_save")
+def test_the_new_file_is_fsynced_whole_before_the_rename(impl, seed):
+    for size, res in _finished(impl, seed):
+        assert res["fsync_file"], (f"saving {size} bytes: the file renamed onto the path was not fsync-ed with all "
+                                   "its bytes before the rename (flush, then os.fsync(f.fileno())); a kill would "
+                                   "not show it, a power cut would lose the new data")
+
+
+@pytest.mark.graded(points=1, exercise="atomic_save")
+def test_the_folder_is_fsynced_after_the_rename(impl, seed):
+    for size, res in _finished(impl, seed):
+        assert res["fsync_dir"], (f"saving {size} bytes: the folder was not fsync-ed after the rename "
+                                  "(os.open(folder, os.O_RDONLY), os.fsync); a power cut could undo the rename")
 
 
 # ---- resume_state -----------------------------------------------------------------------------
