@@ -34,6 +34,40 @@ def check_real(fn: str, name: str, value, *, positive: bool = False) -> float:
     return value
 
 
+MAX_ENUMERATED = 1_000_000   # items (ranks, nodes, jobs, ...) a function lists one by one
+
+
+def check_count(fn: str, what: str, count: int) -> int:
+    """``count`` (a product of checked sizes: ranks = dp·tp·pp, nodes·per_node, ...) unless it is
+    more than `MAX_ENUMERATED`: ValueError (one line) instead of a loop that would not end."""
+    if count > MAX_ENUMERATED:
+        raise ValueError(f"{fn}: {what} = {count} is more than {MAX_ENUMERATED}, the most this lists one by one")
+    return count
+
+
+MAX_ELEMENTS = 1 << 28       # elements of one tensor a lab function allocates (2 GiB of float64)
+
+
+def check_numel(fn: str, what: str, numel: int) -> int:
+    """``numel`` (elements a function is about to allocate) unless it is more than `MAX_ELEMENTS`:
+    ValueError (one line) instead of torch's "Storage size calculation overflowed" or an OOM kill."""
+    if numel > MAX_ELEMENTS:
+        raise ValueError(f"{fn}: {what} = {numel} elements is more than {MAX_ELEMENTS} (2^28), the most "
+                         f"a lab tensor may hold here")
+    return numel
+
+
+def check_sequence(fn: str, name: str, value, *, minimum: int = 1) -> tuple:
+    """``value`` as a tuple; TypeError unless it is a list, tuple or other non-string iterable,
+    ValueError if it has fewer than ``minimum`` items."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{fn}: {name} must be a sequence (a list or tuple), got {type(value).__name__} {value!r}")
+    out = tuple(value)
+    if len(out) < minimum:
+        raise ValueError(f"{fn}: {name} must hold at least {minimum} item(s), got {len(out)}")
+    return out
+
+
 def module_tensors(module) -> list[tuple[str, object]]:
     """(name, tensor) of every parameter and buffer of a torch module, a frozen parameter marked as
     such: what the ranks of a data-parallel wrapper must agree on (`check_same_on_ranks`)."""
