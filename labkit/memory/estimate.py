@@ -62,6 +62,13 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     return sbh * (10 + 24 / t + attention)
 
 
+def _check_config(fn: str, cfg) -> None:
+    from labkit.model import GPTConfig
+
+    if not isinstance(cfg, GPTConfig):
+        raise TypeError(f"{fn}: cfg must be a labkit.model.GPTConfig, got {type(cfg).__name__}")
+
+
 def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int,
                           recompute: str = "none") -> int:
     """Bytes one Block of `labkit.model.GPT` keeps for backward on CPU, counted exactly, with
@@ -80,10 +87,7 @@ def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int,
     and drops the last two terms.
     """
     fn = "gpt_layer_saved_bytes"
-    from labkit.model import GPTConfig
-
-    if not isinstance(cfg, GPTConfig):
-        raise TypeError(f"{fn}: cfg must be a labkit.model.GPTConfig, got {type(cfg).__name__}")
+    _check_config(fn, cfg)
     b, s = check_int(fn, "batch_size", batch_size, minimum=1), check_int(fn, "seq", seq, minimum=1)
     e = check_int(fn, "itemsize", itemsize, minimum=1)
     if recompute not in RECOMPUTE:
@@ -112,6 +116,7 @@ def gpt_saved_activation_bytes(cfg, batch_size: int, seq: int | None = None, dty
     import torch
 
     fn = "gpt_saved_activation_bytes"
+    _check_config(fn, cfg)
     b = check_int(fn, "batch_size", batch_size, minimum=1)
     s = cfg.seq_len if seq is None else check_int(fn, "seq", seq, minimum=1, maximum=cfg.seq_len)
     e = torch.empty((), dtype=torch.float32 if dtype is None else dtype).element_size()
