@@ -385,10 +385,10 @@ def test_nothing_loads_returns_none_and_moves_nothing(tmp_path):
 # ---------------------------------------------------------------------- scenarios: concurrent writers
 def _sleeper(tmp_path: Path) -> subprocess.Popen:
     """A live process that has a temporary checkpoint in flight in ``tmp_path`` (named as save names it)."""
+    host = io._writer_tag().rsplit(".", 1)[0]                 # the child's tag: this host, its own pid
     code = textwrap.dedent(f"""
-        import sys, tempfile, time
-        from labkit.checkpoint import io
-        fd, name = tempfile.mkstemp(dir={str(tmp_path)!r}, prefix=".step-00000009.ckpt." + io._writer_tag() + ".",
+        import os, tempfile, time
+        fd, name = tempfile.mkstemp(dir={str(tmp_path)!r}, prefix=f".step-00000009.ckpt.{host}.{{os.getpid()}}.",
                                     suffix=".tmp")
         print(name, flush=True)
         time.sleep(60)
@@ -425,7 +425,7 @@ import sys, torch
 from labkit.checkpoint import io
 m = torch.nn.Linear(16, 16)
 mgr = io.CheckpointManager(sys.argv[1], keep=2)
-for step in range(1, 16):
+for step in range(1, 11):
     with torch.no_grad():
         m.weight.fill_(step)
     mgr.save(step, model=m, extra={"writer": sys.argv[2]})
@@ -443,4 +443,4 @@ def test_two_writers_sharing_a_folder_never_tear_or_lose_a_file(tmp_path):
     for p in every:                              # whole, and holding the step its name says
         step, extra = io.load(p, model=m, restore_rng=False)
         assert torch.all(m.weight == step) and extra["writer"] in "ab"
-    assert io.CheckpointManager(tmp_path).load_latest(model=m)[0] == 15
+    assert io.CheckpointManager(tmp_path).load_latest(model=m)[0] == 10

@@ -243,18 +243,22 @@ class DynamicLossScaler:
             optimizer.step()
         return True
 
+    def _backed_off(self) -> float:
+        """S · backoff_factor; RuntimeError if that falls below float32's smallest normal number."""
+        backed = _fp32(self._scale * self.backoff_factor)
+        if backed < FP32_TINY:
+            raise RuntimeError(f"DynamicLossScaler.update: the scale would fall below float32's smallest "
+                               f"normal number ({self._scale:.3g} x {self.backoff_factor:g}): the gradients "
+                               f"are inf/NaN at every scale; check the loss and the inputs")
+        return backed
+
     def update(self) -> None:
         """Back off or grow S from this iteration's verdict (class docstring); record history."""
         if self._found_inf is None:
             raise RuntimeError("DynamicLossScaler.update: call step(optimizer) (or unscale_) first")
         self.history.append(ScalerStep(self._scale, self._found_inf))
         if self._found_inf:
-            backed = _fp32(self._scale * self.backoff_factor)
-            if backed < FP32_TINY:
-                raise RuntimeError(f"DynamicLossScaler.update: the scale would fall below float32's smallest "
-                                   f"normal number ({self._scale:.3g} x {self.backoff_factor:g}): the gradients "
-                                   f"are inf/NaN at every scale; check the loss and the inputs")
-            self._scale = backed
+            self._scale = self._backed_off()
             self.clean_steps = 0
         else:
             self.clean_steps += 1
