@@ -256,7 +256,10 @@ def _where_stuck(stack_file: str) -> str:
     labkit_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
     user = [fr for fr in frames if labkit_dir not in fr and f"{os.sep}torch{os.sep}" not in fr
             and f"{os.sep}multiprocessing{os.sep}" not in fr]
-    return f" at {user[0]}" if user else ""
+    # inside a torch.distributed call: waiting on a peer; anywhere else: still computing
+    state = "" if not frames else " (waiting on a peer)" if any(
+        f"{os.sep}torch{os.sep}distributed{os.sep}" in fr for fr in frames) else " (computing)"
+    return (f" at {user[0]}" if user else "") + state
 
 
 def _locate(stuck, procs, tmp) -> dict[int, str]:
@@ -395,10 +398,13 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
         raise RankError(*first[1:])
     if stuck:
         detail = "; ".join(f"rank {r}{where[r]}" for r in stuck)
+        hint = ("Look for a send without a matching recv, or a rank that skips a collective the others call."
+                if not all(where[r].endswith("(computing)") for r in stuck) else
+                "No rank was waiting on a peer: the work needs longer than the timeout (pass a larger "
+                "timeout=), or loops forever.")
         raise TimeoutError(
             f"launch: rank(s) {', '.join(map(str, stuck))} of {world_size} had not returned after {timeout:g} s "
-            f"({detail}); all ranks were stopped. Look for a send without a matching recv, or a rank "
-            "that skips a collective the others call."
+            f"({detail}); all ranks were stopped. {hint}"
         )
     return [results[r] for r in range(world_size)]
 

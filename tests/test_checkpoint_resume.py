@@ -68,14 +68,19 @@ def test_damaged_files_are_refused_and_the_manager_falls_back(tmp_path):
     older.write_bytes(older.read_bytes()[:-100])
     with pytest.raises(io.CheckpointError, match="truncated"):
         io.load(older, model=m)
-    step, _, path = mgr.load_latest(model=m, optimizer=opt)
-    assert step == 4 and path.name == "step-00000004.ckpt" and len(mgr.skipped) == 2
     with pytest.raises(io.CheckpointError, match="corrupted"):
         mgr.load_latest(fallback=False, model=m)
+    step, _, path = mgr.load_latest(model=m, optimizer=opt)
+    assert step == 4 and path.name == "step-00000004.ckpt" and len(mgr.skipped) == 2
+    # the damaged ones are moved aside, whole as they were, and named in one line
+    assert sorted(p.name for p in mgr.quarantine.iterdir()) == ["step-00000006.ckpt", "step-00000008.ckpt"]
+    assert mgr.paths() == [path] and str(mgr.quarantine) in mgr.quarantined[0]
     (tmp_path / "x.ckpt").write_bytes(b"hello")
     with pytest.raises(io.CheckpointError, match="not a labkit checkpoint"):
         io.load(tmp_path / "x.ckpt", model=m)
-    (tmp_path / ".step-00000010.ckpt.abc.tmp").write_bytes(b"half")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    host = io._writer_tag().rsplit(".", 1)[0]
+    (tmp_path / f".step-00000010.ckpt.{host}.{int(dead.stdout)}.abc.tmp").write_bytes(b"half")
     mgr.save(10, model=m)
     assert not list(tmp_path.glob("*.tmp"))                      # a crashed writer's leftovers go
 

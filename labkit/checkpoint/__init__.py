@@ -1,7 +1,8 @@
 """Fault tolerance (Lab 12): checkpoints that resume bit for bit, failures survived, and the rest.
 
     state.py         what an exact resume needs besides weights: RNG states, data order
-    io.py            atomic, checksummed checkpoint files; CheckpointManager keeps the last k
+    io.py            atomic, checksummed checkpoint files; CheckpointManager keeps the last k good
+                     ones, quarantines damaged and abandoned ones, is safe for concurrent writers
     resume.py        training that stops, resumes and equals the uninterrupted run (1 rank, DDP)
     failures.py      a rank killed mid-run, a supervisor that restarts from the last checkpoint
     elastic.py       the same training under torchrun (--max-restarts), and on fewer ranks

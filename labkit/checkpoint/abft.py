@@ -111,6 +111,9 @@ def abft_matmul(A, B) -> ABFTProduct:
     cols = (B.abs() * A.abs().sum(0)[:, None]).sum(0)             # (n,)   (eᵀ|A||B|)
     row_tol = gamma * torch.cat([rows, rows.sum().reshape(1)])
     col_tol = gamma * torch.cat([cols, cols.sum().reshape(1)])
+    if not (torch.isfinite(full).all() and torch.isfinite(row_tol).all() and torch.isfinite(col_tol).all()):
+        raise ValueError(f"abft_matmul: A·B or its checksums overflow float64 (sum of |A||B| = "
+                         f"{float(rows.sum()):.3g}); scale A or B down")
     return ABFTProduct(full, row_tol, col_tol)
 
 
@@ -213,6 +216,7 @@ def matmul_flops(m: int, k: int, n: int) -> int:
 
 def abft_flops(m: int, k: int, n: int) -> int:
     """FLOPs of the full checksum product: 2·(m+1)·k·(n+1)."""
+    m, n = check_int("abft_flops", "m", m, minimum=1), check_int("abft_flops", "n", n, minimum=1)
     return matmul_flops(m + 1, k, n + 1)
 
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from labkit.checks import check_int, check_real
+from labkit.checks import check_int, check_real, check_sequence
 from labkit.table import Table
 
 __all__ = ["Message", "Rollback", "RecoveryLine", "orphans", "in_transit", "is_consistent", "recovery_line",
@@ -183,12 +183,22 @@ def recovery_line(messages, checkpoints, failed_process: int, failure_s: float) 
                         tuple(in_transit(msgs, cut)))
 
 
+MAX_CHECKPOINTS = 1_000_000   # processes · end_s / period_s a checkpoint list may hold
+
+
+def _checkpoint_count(fn: str, processes: int, period: float, end: float) -> None:
+    if processes * (end / period) > MAX_CHECKPOINTS:
+        raise ValueError(f"{fn}: processes · end_s / period_s = {processes * end / period:.3g} checkpoints, "
+                         f"more than {MAX_CHECKPOINTS}; use a longer period_s")
+
+
 def coordinated_checkpoints(processes: int, period_s: float, end_s: float) -> tuple:
     """Every process checkpoints at period, 2·period, … < end_s (seconds): one global line each time."""
     fn = "coordinated_checkpoints"
     p = check_int(fn, "processes", processes, minimum=1)
     period = check_real(fn, "period_s", period_s, positive=True)
     end = check_real(fn, "end_s", end_s, positive=True)
+    _checkpoint_count(fn, p, period, end)
     times = tuple(k * period for k in range(1, math.ceil(end / period)) if k * period < end)
     return tuple(times for _ in range(p))
 
@@ -199,6 +209,7 @@ def independent_checkpoints(processes: int, period_s: float, end_s: float, seed:
     p = check_int(fn, "processes", processes, minimum=1)
     period = check_real(fn, "period_s", period_s, positive=True)
     end = check_real(fn, "end_s", end_s, positive=True)
+    _checkpoint_count(fn, p, period, end)
     rng = np.random.default_rng(check_int(fn, "seed", seed, minimum=0))
     out = []
     for phase in rng.uniform(0.05, 0.95, p) * period:
@@ -211,7 +222,7 @@ def random_messages(processes: int, count: int, end_s: float, max_latency_s: flo
     a uniform latency in (0, max_latency_s); sorted by send time."""
     fn = "random_messages"
     p = check_int(fn, "processes", processes, minimum=2)
-    count = check_int(fn, "count", count, minimum=0)
+    count = check_int(fn, "count", count, minimum=0, maximum=MAX_CHECKPOINTS)
     end = check_real(fn, "end_s", end_s, positive=True)
     lat = check_real(fn, "max_latency_s", max_latency_s, positive=True)
     rng = np.random.default_rng(check_int(fn, "seed", seed, minimum=0))
@@ -242,6 +253,10 @@ def domino_experiment(trials: int = 200, processes: int = 3, messages: int = 30,
     fn = "domino_experiment"
     trials = check_int(fn, "trials", trials, minimum=1, maximum=100_000)
     processes = check_int(fn, "processes", processes, minimum=2, maximum=64)
+    messages = check_int(fn, "messages", messages, minimum=0, maximum=100_000)
+    seed = check_int(fn, "seed", seed, minimum=0)
+    _checkpoint_count(fn, processes, check_real(fn, "period_s", period_s, positive=True),
+                      check_real(fn, "end_s", end_s, positive=True))
     results = {"independent": [], "coordinated": []}
     for t in range(trials):
         rng = np.random.default_rng([seed, t])
@@ -268,7 +283,7 @@ def domino_table(message_counts=(15, 60, 240), trials: int = 200, processes: int
     failed process did; lost work is summed over the processes (seconds); "rollbacks": mean
     rollbacks forced on top of the failed process's own."""
     rows = []
-    for count in message_counts:
+    for count in check_sequence("domino_table", "message_counts", message_counts):
         for s in domino_experiment(trials, processes, count, period_s, end_s, seed=seed):
             rows.append([count, s.style, 100 * s.to_start, 100 * s.failed_to_start, s.mean_lost_s,
                          s.max_rollback_s, s.mean_rollbacks])

@@ -81,11 +81,27 @@ def _nonnegative(fn: str, name: str, value) -> float:
     return value
 
 
+def _in_range(fn: str, what: str, compute, detail: str) -> float:
+    """``compute()``, or a one-line ValueError if it overflows float64 (OverflowError or inf)."""
+    try:
+        value = compute()
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise ValueError(f"{fn}: {what} overflows float64 ({detail})")
+    return value
+
+
+def _sqrt_2cm(fn: str, c: float, m: float) -> float:
+    # √(2C)·√M, not √(2CM): the product overflows for C = M = 1e300, the answer (1.4e300) does not
+    return _in_range(fn, "√(2·C·M)", lambda: math.sqrt(2.0 * c) * math.sqrt(m), f"C = {c:.3g} s, M = {m:.3g} s")
+
+
 def young_interval(checkpoint_s: float, mtbf_s: float) -> float:
     """Young's first-order optimum √(2·C·M), in seconds of work between checkpoints."""
     c = check_real("young_interval", "checkpoint_s", checkpoint_s, positive=True)
     m = check_real("young_interval", "mtbf_s", mtbf_s, positive=True)
-    return math.sqrt(2.0 * c * m)
+    return _sqrt_2cm("young_interval", c, m)
 
 
 def daly_interval(checkpoint_s: float, mtbf_s: float) -> float:
@@ -95,7 +111,9 @@ def daly_interval(checkpoint_s: float, mtbf_s: float) -> float:
     if c >= 2.0 * m:
         return m
     xi = c / (2.0 * m)
-    return math.sqrt(2.0 * c * m) * (1.0 + math.sqrt(xi) / 3.0 + xi / 9.0) - c
+    root = _sqrt_2cm("daly_interval", c, m)
+    return _in_range("daly_interval", "the interval", lambda: root * (1.0 + math.sqrt(xi) / 3.0 + xi / 9.0) - c,
+                     f"C = {c:.3g} s, M = {m:.3g} s")
 
 
 def exact_interval(checkpoint_s: float, mtbf_s: float) -> float:
@@ -104,12 +122,21 @@ def exact_interval(checkpoint_s: float, mtbf_s: float) -> float:
     c = check_real("exact_interval", "checkpoint_s", checkpoint_s, positive=True)
     m = check_real("exact_interval", "mtbf_s", mtbf_s, positive=True)
     # g(τ) = e^{(τ+C)/M}(1 − τ/M) − 1 falls from e^{C/M} − 1 > 0 at τ = 0 to −1 at τ = M.
+    # g > 0  ⟺  C > τ·S(τ/M) with S(x) = (−x − ln(1 − x))/x = x/2 + x²/3 + …: the form used when
+    # C/M is so small that e^{(τ+C)/M} rounds to 1 (C = 1e-300 s, M = 1e300 s), or e^x would overflow.
+    def S(x):
+        return x / 2 + x * x / 3 + x ** 3 / 4 + x ** 4 / 5 if x < 1e-4 else (-x - math.log1p(-x)) / x
     lo, hi = 0.0, m
-    for _ in range(200):
+    for _ in range(2200):                          # enough halvings to go from 1e300 to 1e-300
         mid = 0.5 * (lo + hi)
         if mid in (lo, hi):
             break
-        if math.exp((mid + c) / m) * (1.0 - mid / m) - 1.0 > 0:
+        x = (mid + c) / m
+        if c / m < 1e-8 or x >= 700:
+            above = c > mid * S(mid / m)
+        else:
+            above = math.exp(x) * (1.0 - mid / m) - 1.0 > 0
+        if above:
             lo = mid
         else:
             hi = mid
@@ -129,7 +156,8 @@ def first_order_waste(interval_s: float, checkpoint_s: float, mtbf_s: float) -> 
     t = check_real("first_order_waste", "interval_s", interval_s, positive=True)
     c = _nonnegative("first_order_waste", "checkpoint_s", checkpoint_s)
     m = check_real("first_order_waste", "mtbf_s", mtbf_s, positive=True)
-    return c / t + t / (2.0 * m)
+    return _in_range("first_order_waste", "C/τ + τ/(2M)", lambda: c / t + t / (2.0 * m),
+                     f"τ = {t:.3g} s, C = {c:.3g} s, M = {m:.3g} s")
 
 
 def wall_time_per_work(interval_s: float, checkpoint_s: float, restart_s: float, mtbf_s: float) -> float:
@@ -139,16 +167,18 @@ def wall_time_per_work(interval_s: float, checkpoint_s: float, restart_s: float,
     c = _nonnegative(fn, "checkpoint_s", checkpoint_s)
     r = _nonnegative(fn, "restart_s", restart_s)
     m = check_real(fn, "mtbf_s", mtbf_s, positive=True)
-    return m * math.exp(r / m) * math.expm1((t + c) / m) / t
+    return _in_range(fn, "the wall time per work", lambda: m * math.exp(r / m) * math.expm1((t + c) / m) / t,
+                     f"(τ + C)/M = {(t + c) / m:.3g}, R/M = {r / m:.3g}: failures far too frequent")
 
 
 def segment_lengths(work_s: float, interval_s: float) -> list[float]:
     """Work (seconds) in each segment: ⌈W/τ⌉ segments of τ, the last one holding what remains."""
     w = check_real("segment_lengths", "work_s", work_s, positive=True)
     t = check_real("segment_lengths", "interval_s", interval_s, positive=True)
+    if not w / t <= 10_000_000:                  # (inf too: W = 1e300 s, τ = 1e-300 s)
+        raise ValueError(f"segment_lengths: W/τ = {w / t:.3g} segments is too many (limit 1e7); "
+                         f"use a longer interval_s")
     n = max(1, math.ceil(w / t - 1e-9))          # W = 3τ (up to rounding) is 3 segments, not 4
-    if n > 10_000_000:
-        raise ValueError(f"segment_lengths: W/τ = {w / t:.3g} segments is too many; use a longer interval_s")
     return [t] * (n - 1) + [w - (n - 1) * t]
 
 
@@ -191,13 +221,18 @@ def expected_wall_time(work_s: float, interval_s: float, checkpoint_s: float, re
     w, t, c, r, m = _check_job("expected_wall_time", work_s, interval_s, checkpoint_s, restart_s, mtbf_s)
     segs = segment_lengths(w, t)
     wall = lost = rest = 0.0
-    for work in segs:
-        length = work + c
-        attempts = m * math.expm1(length / m)          # time in all attempts, failed ones included
-        restarts = attempts * math.expm1(r / m)
-        wall += attempts + restarts
-        lost += attempts - length
-        rest += restarts
+    def total():
+        nonlocal wall, lost, rest
+        for work in segs:
+            length = work + c
+            attempts = m * math.expm1(length / m)      # time in all attempts, failed ones included
+            restarts = attempts * math.expm1(r / m)
+            wall += attempts + restarts
+            lost += attempts - length
+            rest += restarts
+        return wall
+    _in_range("expected_wall_time", "the expected wall time", total,
+              f"(τ + C)/M = {(t + c) / m:.3g}, R/M = {r / m:.3g}: failures far too frequent")
     return WallTime(w, t, len(segs), wall, len(segs) * c, lost, rest, wall / m)
 
 
@@ -306,11 +341,17 @@ def simulate_timeline(work_s: float, interval_s: float, checkpoint_s: float, res
     w, t, c, r, m = _check_job(fn, work_s, interval_s, checkpoint_s, restart_s, mtbf_s)
     seed = check_int(fn, "seed", seed, minimum=0)
     max_events = check_int(fn, "max_events", max_events, minimum=1)
+    segs = segment_lengths(w, t)
+    # expected events: per segment e^{(τ+C)/M} attempts, each failure followed by e^{R/M} restarts
+    expected = sum(math.exp(min((work + c) / m, 700.0)) for work in segs) * math.exp(min(r / m, 700.0))
+    if expected > max_events:
+        raise ValueError(f"{fn}: about {expected:.2g} events expected, more than max_events={max_events} "
+                         f"((τ + C)/M = {(t + c) / m:.3g}, restart_s/mtbf_s = {r / m:.3g})")
     rng = np.random.default_rng(seed)
     events: list[Event] = []
     now = lost = rest = 0.0
     fails = 0
-    for k, work in enumerate(segment_lengths(w, t)):
+    for k, work in enumerate(segs):
         while True:
             if len(events) > max_events:
                 raise ValueError(f"{fn}: more than {max_events} events; the MTBF is too short for this job")
@@ -331,6 +372,8 @@ def simulate_timeline(work_s: float, interval_s: float, checkpoint_s: float, res
                     rest += r
                     break
                 events += [Event("restart", now, now + life, k), Event("failure", now + life, now + life, k)]
+                if len(events) > max_events:
+                    raise ValueError(f"{fn}: more than {max_events} events; the MTBF is too short for this job")
                 now += life
                 rest += life
                 fails += 1

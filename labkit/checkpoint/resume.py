@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from labkit.checkpoint.io import CheckpointManager, load
+from labkit.checkpoint.io import CheckpointManager
 from labkit.checkpoint.state import ResumableSampler, rng_state, set_rng_state
 from labkit.checks import check_int
 from labkit.model import GPT, GPTConfig, batch
@@ -128,8 +128,8 @@ class Trainer:
         step = agreed_step(manager)
         if step == 0:
             return 0
-        extra = load(manager.path(step), model=self.model, optimizer=self.optimizer,
-                     scheduler=None if "scheduler" in forget else self.scheduler)[1]
+        extra = manager.rollback(step, model=self.model, optimizer=self.optimizer,   # newer ones: aside
+                                 scheduler=None if "scheduler" in forget else self.scheduler)[1]
         if "scheduler" not in forget:       # this run's base learning rate wins (a resize may change it)
             self.scheduler.base_lrs = [self.run.lr] * len(self.optimizer.param_groups)
             for group in self.optimizer.param_groups:

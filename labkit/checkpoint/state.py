@@ -59,7 +59,7 @@ class ResumableSampler:
         fn = "ResumableSampler"
         self.size = check_int(fn, "size", size, minimum=1)
         self.batch_size = check_int(fn, "batch_size", batch_size, minimum=1, maximum=size)
-        self.seed = check_int(fn, "seed", seed)
+        self.seed = check_int(fn, "seed", seed, minimum=0, maximum=2 ** 53)   # seed·1000 + epoch seeds a generator
         self.epoch, self.position = 0, 0
         self._order = self._permutation()
 

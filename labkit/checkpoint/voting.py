@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from labkit.checks import check_int, check_real
+from labkit.checks import check_int, check_real, check_sequence
 from labkit.table import Table
 
 __all__ = ["tmr_reliability", "nmr_reliability", "parallel_reliability", "nmr_mttf", "vote",
@@ -60,12 +60,30 @@ def tmr_reliability(reliability: float) -> float:
     return 3 * r * r - 2 * r ** 3
 
 
+MAX_UNITS = 10 ** 9   # nmr_reliability: beyond a few hundred units the sum runs over ~80·√N terms
+
+
 def nmr_reliability(reliability: float, units: int) -> float:
     """N-modular redundancy with a strict-majority voter: Σ_{k > N/2} C(N,k) R^k (1−R)^(N−k).
-    (For even N a tie is a failure.)"""
+    (For even N a tie is a failure.) Up to `MAX_UNITS` units: above 1000 the binomial terms are
+    summed in log space over the ±40 standard deviations that hold all of the sum (C(N, k) alone
+    overflows a float from N ≈ 1030)."""
     r = _probability("nmr_reliability", reliability)
-    n = check_int("nmr_reliability", "units", units, minimum=1)
-    return sum(math.comb(n, k) * r ** k * (1 - r) ** (n - k) for k in range(n // 2 + 1, n + 1))
+    n = check_int("nmr_reliability", "units", units, minimum=1, maximum=MAX_UNITS)
+    k0 = n // 2 + 1
+    if n <= 1000:
+        return sum(math.comb(n, k) * r ** k * (1 - r) ** (n - k) for k in range(k0, n + 1))
+    if r in (0.0, 1.0):
+        return r
+    sd = math.sqrt(n * r * (1 - r))
+    mode = int((n + 1) * r)
+    lo = max(k0, mode - int(40 * sd) - 100)
+    hi = min(n, max(k0, mode) + int(40 * sd) + 100)
+    k = np.arange(lo, hi, dtype=np.float64)                           # steps lo -> lo+1 ... hi-1 -> hi
+    start = math.lgamma(n + 1) - math.lgamma(lo + 1) - math.lgamma(n - lo + 1) + lo * math.log(r) \
+        + (n - lo) * math.log1p(-r)
+    logp = start + np.concatenate([[0.0], np.cumsum(np.log((n - k) / (k + 1)) + math.log(r / (1 - r)))])
+    return min(1.0, float(np.exp(logp).sum()))
 
 
 def parallel_reliability(reliability: float, units: int) -> float:
@@ -80,7 +98,12 @@ def nmr_mttf(mtbf_s: float, units: int) -> float:
     M·Σ_{j=⌊N/2⌋+1}^{N} 1/j (TMR: 5M/6)."""
     m = check_real("nmr_mttf", "mtbf_s", mtbf_s, positive=True)
     n = check_int("nmr_mttf", "units", units, minimum=1)
-    return m * sum(1.0 / j for j in range(n // 2 + 1, n + 1))
+    if n <= 100_000:
+        return m * sum(1.0 / j for j in range(n // 2 + 1, n + 1))
+    # H_N − H_{k−1} for large N by the asymptotic series of the harmonic numbers (error < 1e-30)
+    tail = lambda x: 1 / (2 * x) - 1 / (12 * x * x) + 1 / (120 * x ** 4)  # noqa: E731
+    k = n // 2
+    return m * (math.log(n / k) + tail(n) - tail(k))
 
 
 def vote(outputs: np.ndarray):
@@ -89,6 +112,12 @@ def vote(outputs: np.ndarray):
 
     A strict majority, if any, is the median of the sorted outputs; it is one iff it occurs > N/2 times."""
     outputs = np.asarray(outputs)
+    if outputs.ndim == 0 or outputs.shape[-1] == 0:
+        raise ValueError(f"vote: outputs must have at least one unit along the last axis, got shape {outputs.shape}")
+    if outputs.dtype.kind not in "iubf":
+        raise TypeError(f"vote: outputs must be numbers (ints, or floats compared exactly), got dtype {outputs.dtype}")
+    if outputs.dtype.kind == "f" and np.isnan(outputs).any():
+        raise ValueError("vote: outputs contain NaN, which equals nothing: no unit could agree with it")
     n = outputs.shape[-1]
     median = np.sort(outputs, axis=-1)[..., n // 2]
     count = (outputs == median[..., None]).sum(-1)
@@ -130,6 +159,8 @@ def simulate_redundancy(reliability: float, units: int, trials: int = 100_000, s
     n = check_int(fn, "units", units, minimum=1)
     trials = check_int(fn, "trials", trials, minimum=1, maximum=10_000_000)
     seed = check_int(fn, "seed", seed, minimum=0)
+    if trials * n > 10_000_000:
+        raise ValueError(f"{fn}: trials · units = {trials * n} unit draws, more than 1e7; use fewer")
     wrong_values = check_int(fn, "wrong_values", wrong_values, minimum=1)
     if scheme not in SCHEMES:
         raise ValueError(f"{fn}: scheme must be one of {SCHEMES}, got {scheme!r}")
@@ -160,6 +191,8 @@ def simulate_lifetime(mtbf_s: float, units: int, trials: int = 100_000, seed: in
     n = check_int(fn, "units", units, minimum=1)
     trials = check_int(fn, "trials", trials, minimum=2, maximum=10_000_000)
     seed = check_int(fn, "seed", seed, minimum=0)
+    if trials * n > 10_000_000:
+        raise ValueError(f"{fn}: trials · units = {trials * n} lifetimes to draw, more than 1e7; use fewer")
     life = np.sort(np.random.default_rng(seed).exponential(m, (trials, n)), axis=1)
     end = life[:, n - (n // 2 + 1)]            # once fewer than ⌊N/2⌋ + 1 units work, the vote is lost
     return LifetimeResult(n, m, trials, float(end.mean()), float(end.std(ddof=1) / math.sqrt(trials)))
@@ -169,8 +202,9 @@ def voting_table(reliabilities=(0.3, 0.5, 0.9, 0.99, 0.999), trials: int = 200_0
     """Per R: TMR (closed form, and simulated ± standard error), TMR's gain over one unit
     R(2R − 1)(1 − R), 5-MR, and the parallel formula 1 − (1 − R)³ that is often (wrongly) quoted
     for TMR."""
+    trials, seed = check_int("voting_table", "trials", trials, minimum=1), check_int("voting_table", "seed", seed, minimum=0)
     rows = []
-    for i, r in enumerate(reliabilities):
+    for i, r in enumerate(check_sequence("voting_table", "reliabilities", reliabilities)):
         r = _probability("voting_table", r)
         sim = simulate_redundancy(r, 3, trials, seed + i)
         tmr = tmr_reliability(r)

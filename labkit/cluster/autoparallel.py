@@ -47,7 +47,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from labkit.checks import check_int, check_real
+from labkit.checks import MAX_ENUMERATED, check_int, check_real
 from labkit.collectives.alpha_beta import predict_time
 
 # ---------------------------------------------------------------- (a) stage partitioning
@@ -366,5 +366,5 @@ def brute_force_sharding(prob: ShardingProblem) -> ShardingPlan:
 def megatron_rule(layers: int) -> tuple:
     """The simple rule: pair layers as column then row (Megatron's MLP pattern); an odd last
     layer is column-parallel (its output gathered at the end)."""
-    layers = check_int("megatron_rule", "layers", layers, minimum=1)
+    layers = check_int("megatron_rule", "layers", layers, minimum=1, maximum=MAX_ENUMERATED)
     return tuple(("column", "row")[i % 2] if i < layers - layers % 2 else "column" for i in range(layers))

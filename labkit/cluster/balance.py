@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from labkit.checks import check_int, check_real
+from labkit.checks import MAX_ENUMERATED, check_int, check_real
 
 
 def _times(fn: str, times) -> np.ndarray:
@@ -46,8 +46,8 @@ def skewed_times(n: int, seed: int, kind: str = "lognormal", sigma: float = 1.5,
                  mean: float = 1.0) -> np.ndarray:
     """n task durations (s) with mean ``mean``: lognormal (log-std ``sigma``) or Pareto (tail index
     ``alpha`` > 1, minimum chosen to give the mean), from numpy's Generator seeded with ``seed``."""
-    n = check_int("skewed_times", "n", n, minimum=1)
-    rng = np.random.default_rng(check_int("skewed_times", "seed", seed))
+    n = check_int("skewed_times", "n", n, minimum=1, maximum=MAX_ENUMERATED)
+    rng = np.random.default_rng(check_int("skewed_times", "seed", seed, minimum=0))
     mean = check_real("skewed_times", "mean", mean, positive=True)
     if kind == "lognormal":
         s = check_real("skewed_times", "sigma", sigma)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from labkit.checks import check_int, check_real
+from labkit.checks import MAX_ENUMERATED, check_count, check_int, check_real
 from labkit.collectives.alpha_beta import coefficients, predict_time
 from labkit.collectives.chunking import chunk_bounds, chunk_sizes
 
@@ -61,6 +61,7 @@ def rank_groups(nodes: int, per_node: int) -> tuple[list[list[int]], list[list[i
     ranks at local index j on every node [j, g + j, 2g + j, …]."""
     nodes = check_int("rank_groups", "nodes", nodes, minimum=1)
     g = check_int("rank_groups", "per_node", per_node, minimum=1)
+    check_count("rank_groups", "nodes·per_node", nodes * g)
     intra = [[i * g + j for j in range(g)] for i in range(nodes)]
     inter = [[i * g + j for i in range(nodes)] for j in range(g)]
     return intra, inter
@@ -204,6 +205,10 @@ def hierarchical_all_reduce_rings(tensor, per_node: int) -> LinkBytes:
 def flat_ring_link_bytes(sent: int, rank: int, world_size: int, per_node: int) -> LinkBytes:
     """Classify a flat ring's bytes: rank r sends everything to (r + 1) mod p, an inter-node link
     exactly when that neighbour is on another node."""
+    fn = "flat_ring_link_bytes"
+    world_size = check_int(fn, "world_size", world_size, minimum=1)
+    per_node = check_int(fn, "per_node", per_node, minimum=1)
+    rank = check_int(fn, "rank", rank, minimum=0, maximum=world_size - 1)
     right = (rank + 1) % world_size
     same = right // per_node == rank // per_node
     return LinkBytes(intra=sent if same else 0, inter=0 if same else sent)
@@ -230,8 +235,8 @@ def hierarchical_bytes(rank: int, nodes: int, per_node: int, n_elements: int, it
     """Bytes ``rank`` sends in `hierarchical_all_reduce_rings` on each link class (exact, uneven
     chunks included). When g divides L and N divides the shard: intra 2(g−1)/g·S, inter
     2(N−1)/N·S/g, with S = n_elements·itemsize."""
-    g, nodes = check_int("hierarchical_bytes", "per_node", per_node, minimum=1), check_int(
-        "hierarchical_bytes", "nodes", nodes, minimum=1)
+    g, nodes = check_int("hierarchical_bytes", "per_node", per_node, minimum=1, maximum=MAX_ENUMERATED), \
+        check_int("hierarchical_bytes", "nodes", nodes, minimum=1, maximum=MAX_ENUMERATED)
     check_int("hierarchical_bytes", "rank", rank, minimum=0, maximum=nodes * g - 1)
     check_int("hierarchical_bytes", "n_elements", n_elements, minimum=0)
     node, local = divmod(rank, g)

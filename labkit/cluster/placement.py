@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from labkit.checks import check_int, check_real
+from labkit.checks import MAX_ENUMERATED, check_count, check_int, check_real
 
 ORDERS = ("tp", "dp", "pp")
 MAX_OPTIMAL_PLACEMENTS = 2_000_000
@@ -47,6 +47,9 @@ def grid_coords(dp: int, tp: int, pp: int, order: str = "tp,dp,pp") -> list[tupl
     dp = check_int("grid_coords", "dp", dp, minimum=1)
     tp = check_int("grid_coords", "tp", tp, minimum=1)
     pp = check_int("grid_coords", "pp", pp, minimum=1)
+    check_count("grid_coords", "dp·tp·pp", dp * tp * pp)
+    if not isinstance(order, str):
+        raise TypeError(f"grid_coords: order must be a string like 'tp,dp,pp', got {type(order).__name__}")
     axes = [a.strip() for a in order.split(",")]
     if sorted(axes) != sorted(ORDERS):
         raise ValueError(f"grid_coords: order must name tp, dp, pp once each (innermost first), got {order!r}")
@@ -125,16 +128,16 @@ def cross_node_bytes(w, placement) -> float:
 
 def naive_placement(n: int, capacity: int) -> np.ndarray:
     """Rank r on node r // capacity."""
-    n = check_int("naive_placement", "n", n, minimum=1)
+    n = check_int("naive_placement", "n", n, minimum=1, maximum=MAX_ENUMERATED)
     capacity = _check_capacity("naive_placement", n, capacity)
     return np.arange(n) // capacity
 
 
 def random_placement(n: int, capacity: int, seed: int) -> np.ndarray:
     """A uniformly random balanced placement (numpy Generator seeded with ``seed``)."""
-    n = check_int("random_placement", "n", n, minimum=1)
+    n = check_int("random_placement", "n", n, minimum=1, maximum=MAX_ENUMERATED)
     capacity = _check_capacity("random_placement", n, capacity)
-    rng = np.random.default_rng(check_int("random_placement", "seed", seed))
+    rng = np.random.default_rng(check_int("random_placement", "seed", seed, minimum=0))
     return rng.permutation(np.arange(n) // capacity)
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from labkit.checks import check_int, check_real
+from labkit.checks import MAX_ENUMERATED, check_int, check_real, check_sequence
 
 POLICIES = ("first_fit", "best_fit", "topology_aware")
 DEFAULT_SIZES = (1, 2, 4, 8, 16, 32)
@@ -51,6 +51,14 @@ class Job:
     gpus: int
     duration: float
 
+    def __post_init__(self):
+        check_int("Job", "id", self.id)
+        check_int("Job", "gpus", self.gpus, minimum=1)
+        for name in ("arrival", "duration"):       # inf or NaN would make the simulation loop or NaN
+            value = check_real("Job", name, getattr(self, name))
+            if value < 0:
+                raise ValueError(f"Job: {name} must be >= 0 seconds, got {value!r}")
+
 
 def job_stream(n_jobs: int, seed: int, sizes=DEFAULT_SIZES, weights=DEFAULT_WEIGHTS,
                mean_interarrival: float = 60.0, mean_duration: float = 600.0,
@@ -58,12 +66,12 @@ def job_stream(n_jobs: int, seed: int, sizes=DEFAULT_SIZES, weights=DEFAULT_WEIG
     """A seeded stream of jobs: exponential gaps between arrivals (mean ``mean_interarrival`` s),
     sizes drawn from ``sizes`` with probabilities ∝ ``weights``, lognormal durations with mean
     ``mean_duration`` s and log-standard-deviation ``duration_sigma``."""
-    n_jobs = check_int("job_stream", "n_jobs", n_jobs, minimum=1)
-    rng = np.random.default_rng(check_int("job_stream", "seed", seed))
+    n_jobs = check_int("job_stream", "n_jobs", n_jobs, minimum=1, maximum=MAX_ENUMERATED)
+    rng = np.random.default_rng(check_int("job_stream", "seed", seed, minimum=0))
     gap = check_real("job_stream", "mean_interarrival", mean_interarrival, positive=True)
     mean = check_real("job_stream", "mean_duration", mean_duration, positive=True)
     sigma = check_real("job_stream", "duration_sigma", duration_sigma)
-    sizes = [check_int("job_stream", "sizes[i]", s, minimum=1) for s in sizes]
+    sizes = [check_int("job_stream", "sizes[i]", s, minimum=1) for s in check_sequence("job_stream", "sizes", sizes)]
     p = np.asarray(weights, dtype=float)
     if p.shape != (len(sizes),) or np.any(p < 0) or p.sum() <= 0:
         raise ValueError(f"job_stream: weights must be {len(sizes)} non-negative numbers, not all 0")
@@ -156,6 +164,9 @@ def simulate_cluster(jobs, nodes: int, gpus_per_node: int, policy: str,
     penalty = check_real("simulate_cluster", "span_penalty", span_penalty)
     if penalty < 0:
         raise ValueError(f"simulate_cluster: span_penalty must be >= 0, got {penalty}")
+    jobs = list(jobs) if not isinstance(jobs, (str, bytes)) and hasattr(jobs, "__iter__") else None
+    if jobs is None or not all(isinstance(j, Job) for j in jobs):
+        raise TypeError("simulate_cluster: jobs must be a list of scheduler.Job")
     jobs = sorted(jobs, key=lambda j: (j.arrival, j.id))
     if not jobs:
         raise ValueError("simulate_cluster: jobs must not be empty")

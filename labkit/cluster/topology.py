@@ -45,6 +45,8 @@ import numpy as np
 
 from labkit.checks import check_int
 
+MAX_NODES = 100_000   # ring / torus2d: nodes of a topology graph built here
+
 MAX_BRUTE_FORCE_NODES = 22   # 2^21 candidate splits: ~0.5 s of numpy
 MAX_HOST_SPLITS = 200_000    # host-split classes tried by the fat tree's exact bisection
 
@@ -101,7 +103,7 @@ def _build(kind: str, params: dict, n: int, links, hosts=None, roles=None) -> To
 
 def ring(n: int) -> Topology:
     """n nodes in a cycle: node i linked to (i + 1) mod n (n >= 2; ring(2) has two links)."""
-    n = check_int("ring", "n", n, minimum=2)
+    n = check_int("ring", "n", n, minimum=2, maximum=MAX_NODES)
     return _build("ring", {"n": n}, n, [(i, (i + 1) % n) for i in range(n)])
 
 
@@ -110,6 +112,8 @@ def torus2d(rows: int, cols: int) -> Topology:
     wrapping around (rows, cols >= 2). Every node has 4 links."""
     rows = check_int("torus2d", "rows", rows, minimum=2)
     cols = check_int("torus2d", "cols", cols, minimum=2)
+    if rows * cols > MAX_NODES:
+        raise ValueError(f"torus2d: rows·cols = {rows * cols} nodes is more than {MAX_NODES}")
     links = []
     for i in range(rows):
         for j in range(cols):

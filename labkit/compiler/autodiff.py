@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from labkit.checks import check_int
+from labkit.checks import check_int, check_numel, check_sequence
 from labkit.compiler.ir import (DTYPE, KERNELS, Graph, Node, _as_node_list, _check_feeds, _feed_tensor,
                                 _fmt_shape, run, topo_order)
 from labkit.table import Table
@@ -218,6 +218,38 @@ VJP_OPS = tuple(_EAGER)
 _ARITY = {op: 2 if op in ("add", "sub", "mul", "div", "matmul") else 1 for op in VJP_OPS}
 
 
+def _check_vjp_shapes(op: str, shapes: list, out: tuple) -> None:
+    """One-line ValueError unless ``output``'s shape is what ``op`` makes of ``inputs``' shapes
+    (a wrong pair would give gradients of the wrong shapes, silently)."""
+    want = None
+    if op == "matmul":
+        (a, b) = shapes
+        if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
+            raise ValueError(f"vjp: matmul needs inputs of shapes (m, k) and (k, n), got {a} and {b}")
+        want = (a[0], b[1])
+    elif _ARITY[op] == 2:
+        a, b = shapes
+        if a != b and a != () and b != ():
+            raise ValueError(f"vjp: {op} needs inputs of one shape (or a 0-d one), got {a} and {b}")
+        want = a if a != () else b
+    elif op == "transpose":
+        if len(shapes[0]) != 2:
+            raise ValueError(f"vjp: transpose needs a 2-D input, got shape {shapes[0]}")
+        want = shapes[0][::-1]
+    elif op == "broadcast":
+        if shapes[0] != ():
+            raise ValueError(f"vjp: broadcast needs a 0-d input, got shape {shapes[0]}")
+    elif op == "expand":
+        if len(out) != len(shapes[0]) + 1:
+            raise ValueError(f"vjp: expand's output must have one more axis than its input, got "
+                             f"{shapes[0]} -> {out}")
+    elif op != "sum":
+        want = shapes[0]
+    if want is not None and out != want:
+        raise ValueError(f"vjp: {op} of inputs of shapes {', '.join(map(str, shapes))} gives shape {want}, "
+                         f"but output has shape {out}")
+
+
 def vjp(op: str, inputs, output, grad_output, attrs: dict | None = None) -> list:
     """Gradients with respect to each input of one op, given the gradient of its output.
 
@@ -252,6 +284,7 @@ def vjp(op: str, inputs, output, grad_output, attrs: dict | None = None) -> list
     attrs = dict(attrs or {})
     if op == "expand" and "axis" not in attrs:
         raise ValueError(f"{fn}: expand needs attrs['axis'], the inserted axis")
+    _check_vjp_shapes(op, [tuple(x.shape) for x in inputs], tuple(output.shape))
     if op in ("sum", "expand") and attrs.get("axis") is not None:
         nd = inputs[0].ndim if op == "sum" else grad_output.ndim   # the axis indexes these
         attrs["axis"] = check_int(fn, "attrs['axis']", attrs["axis"], minimum=-nd, maximum=nd - 1)
@@ -271,9 +304,13 @@ class Dual:
     __slots__ = ("value", "tangent")
 
     def __init__(self, value, tangent=None):
-        self.value = torch.as_tensor(value, dtype=DTYPE)
-        self.tangent = (torch.zeros_like(self.value) if tangent is None
-                        else torch.as_tensor(tangent, dtype=DTYPE))
+        try:
+            self.value = torch.as_tensor(value, dtype=DTYPE)
+            self.tangent = (torch.zeros_like(self.value) if tangent is None
+                            else torch.as_tensor(tangent, dtype=DTYPE))
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"Dual: value and tangent must be real numbers or tensors, got "
+                            f"{type(value).__name__} and {type(tangent).__name__}") from None
         if self.tangent.shape != self.value.shape:
             raise ValueError(f"Dual: tangent shape {tuple(self.tangent.shape)} differs from value "
                              f"shape {tuple(self.value.shape)}")
@@ -455,6 +492,7 @@ def example_function(n: int, m: int, hidden: int = 16, seed: int = 0) -> tuple:
     fn = "example_function"
     n, m = check_int(fn, "n", n, minimum=1), check_int(fn, "m", m, minimum=1)
     hidden, seed = check_int(fn, "hidden", hidden, minimum=1), check_int(fn, "seed", seed, minimum=0)
+    check_numel(fn, "max(n, m)·hidden", max(n, m) * hidden)
     gen = torch.Generator().manual_seed(seed)
     w1 = torch.randn(hidden, n, generator=gen, dtype=DTYPE) / n ** 0.5
     w2 = torch.randn(m, hidden, generator=gen, dtype=DTYPE) / hidden ** 0.5
@@ -474,7 +512,8 @@ def jacobian_race(shapes=((1, 100), (100, 1)), hidden: int = 16, repeats: int = 
     """For each (n, m): the Jacobian of `example_function` both ways. Passes are counted (forward
     n, reverse m) and timed (best of ``repeats``, milliseconds); the two Jacobians must agree.
     Columns: n, m, fwd passes, rev passes, fwd ms, rev ms, faster, max |diff|."""
-    repeats = check_int("jacobian_race", "repeats", repeats, minimum=1)
+    repeats = check_int("jacobian_race", "repeats", repeats, minimum=1, maximum=100)
+    shapes = check_sequence("jacobian_race", "shapes", shapes)
     rows = []
     for n, m in shapes:
         fwd = min((jacobian_forward(*_race_args(n, m, hidden, seed)) for _ in range(repeats)),

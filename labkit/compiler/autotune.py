@@ -43,7 +43,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from labkit.checks import check_int, check_real
+from labkit.checks import check_int, check_numel, check_real, check_sequence
 
 __all__ = ["Space", "blocked_space", "triton_space", "synthetic_cost", "tiled_matmul",
            "blocked_measure", "triton_measure", "Trace", "exhaustive", "random_search",
@@ -80,7 +80,7 @@ class Space:
 
 def blocked_space(values: Sequence[int] = (16, 32, 64, 128, 256)) -> Space:
     """Tile sizes BM (rows of C), BN (columns of C), BK (the reduction step) of a blocked matmul."""
-    vals = tuple(values)
+    vals = tuple(check_int("blocked_space", "values[i]", v, minimum=1) for v in check_sequence("blocked_space", "values", values))
     return Space(("BM", "BN", "BK"), (vals, vals, vals))
 
 
@@ -146,6 +146,8 @@ def blocked_measure(n: int = 256, threads: int | None = 1, repeat: int = 3, min_
     from labkit.bench import median_time
 
     n = check_int("blocked_measure", "n", n, minimum=1)
+    check_numel("blocked_measure", "n·n", n * n)
+    seed = check_int("blocked_measure", "seed", seed, minimum=0)
     g = torch.Generator().manual_seed(seed)
     A = torch.randn(n, n, generator=g)
     B = torch.randn(n, n, generator=g)

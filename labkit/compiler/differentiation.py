@@ -28,13 +28,14 @@ comes from mpmath at 50 significant digits, independently of every method compar
 """
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from dataclasses import dataclass
 
 import torch
 
-from labkit.checks import check_int, check_real
+from labkit.checks import check_int, check_real, check_sequence
 from labkit.compiler import autodiff
 from labkit.compiler.ir import Graph, run, topo_order
 from labkit.table import Table
@@ -63,6 +64,10 @@ class Expr:
     _table: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 
     def __new__(cls, op: str, args: tuple = (), value=None):
+        if not isinstance(op, str) or not isinstance(args, tuple) or not all(isinstance(a, Expr) for a in args):
+            raise TypeError(f"Expr: op must be a string and args a tuple of Expr, got {op!r}, {args!r}")
+        if value is not None and not isinstance(value, (str, int, float)):
+            raise TypeError(f"Expr: value must be a number or a variable name, got {type(value).__name__}")
         # args are themselves interned, so their ids identify their structure; a table entry
         # lives only while its Expr does, which keeps its args (and their ids) alive
         key = (op, tuple(id(a) for a in args), value)
@@ -332,7 +337,7 @@ def example_expr() -> Expr:
 
 def nested_product(depth: int) -> Expr:
     """f_depth where f_0 = x and f_{k+1} = 4·f_k·(1 − f_k) (the logistic map, iterated)."""
-    depth = check_int("nested_product", "depth", depth, minimum=0)
+    depth = check_int("nested_product", "depth", depth, minimum=0, maximum=64)   # the tree doubles per level
     f = var("x")
     for _ in range(depth):
         f = 4.0 * f * (1.0 - f)
@@ -353,7 +358,7 @@ def swell_table(depths=range(1, 7)) -> Table:
     simplified symbolic derivative f', their ratio, f''s distinct subexpressions, and the nodes of
     the forward and backward graphs of reverse-mode AD on the same function."""
     rows = []
-    for d in depths:
+    for d in check_sequence("swell_table", "depths", depths):
         f = nested_product(d)
         df = diff(f)
         fwd, bwd = _ad_node_counts(f)
@@ -436,6 +441,21 @@ class FDSweep:
                      title=f"finite-difference error at x = {self.x:g}")
 
 
+def _in_float_range(f):
+    """Run ``f(e, x, ...)`` with e checked to be an Expr; a float overflow or division by zero
+    while evaluating e near x becomes a one-line ValueError naming e and x."""
+    @functools.wraps(f)
+    def wrapper(e=None, x=0.7, *args, **kwargs):
+        if e is not None and not isinstance(e, Expr):
+            raise TypeError(f"{f.__name__}: e must be an Expr (or None), got {type(e).__name__}")
+        try:
+            return f(e, x, *args, **kwargs)
+        except (OverflowError, ZeroDivisionError) as err:
+            raise ValueError(f"{f.__name__}: e cannot be evaluated in floats near x = {x!r} ({err})") from None
+    return wrapper
+
+
+@_in_float_range
 def fd_sweep(e: Expr | None = None, x: float = 0.7, per_decade: int = 8,
              h_max_exp: int = -1, h_min_exp: int = -16) -> FDSweep:
     """Forward and central differences of e (default `example_expr`) at x for
@@ -443,7 +463,7 @@ def fd_sweep(e: Expr | None = None, x: float = 0.7, per_decade: int = 8,
     fn = "fd_sweep"
     e = example_expr() if e is None else e
     x = check_real(fn, "x", x)
-    per_decade = check_int(fn, "per_decade", per_decade, minimum=1)
+    per_decade = check_int(fn, "per_decade", per_decade, minimum=1, maximum=1000)
     h_max_exp = check_int(fn, "h_max_exp", h_max_exp, maximum=2)
     h_min_exp = check_int(fn, "h_min_exp", h_min_exp, minimum=-20, maximum=h_max_exp - 1)
     exact = exact_derivative(e, x)
@@ -457,6 +477,7 @@ def fd_sweep(e: Expr | None = None, x: float = 0.7, per_decade: int = 8,
 
 
 # ---- the three side by side --------------------------------------------------------------------
+@_in_float_range
 def compare_methods(e: Expr | None = None, x: float = 0.7) -> Table:
     """f'(x) of e (default `example_expr`) by symbolic differentiation, forward and central
     differences (rule-of-thumb steps √ε·max(1, |x|) and ε^(1/3)·max(1, |x|)), forward-mode AD

@@ -80,7 +80,10 @@ def _inplace_flag(node: fx.Node) -> bool:
 
 
 def mutates_inputs(node: fx.Node) -> bool:
-    """True if running ``node`` may write into one of its input tensors (an in-place op)."""
+    """True if running ``node`` may write into one of its input tensors (an in-place op, or a
+    call given ``out=``: ``torch.add(x, 1, out=buf)`` writes into ``buf``)."""
+    if node.op in ("call_function", "call_method") and node.kwargs.get("out") is not None:
+        return True
     if node.op == "call_method":
         return _is_inplace_name(node.target)
     if node.op == "call_function":

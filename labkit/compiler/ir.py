@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from labkit.checks import check_int
+from labkit.checks import check_int, check_numel
 
 __all__ = ["Node", "Graph", "run", "topo_order", "KERNELS", "OPS", "ELEMENTWISE_BINARY",
            "ELEMENTWISE_UNARY", "build_mlp", "mlp_eager", "mlp_feeds", "MLP_INPUTS"]
@@ -383,7 +383,16 @@ def _as_node_list(fn: str, graph: Graph, outputs):
 def _feed_tensor(fn: str, node: Node, feeds: dict) -> torch.Tensor:
     if node.name not in feeds:
         raise ValueError(f"{fn}: no value fed for input {node.name!r}")
-    value = torch.as_tensor(feeds[node.name], dtype=DTYPE)
+    given = feeds[node.name]
+    if getattr(given, "dtype", None) is not None and (torch.is_tensor(given) and given.is_complex() or
+                                                      getattr(given.dtype, "kind", "") == "c"):
+        raise TypeError(f"{fn}: input {node.name!r} is complex ({given.dtype}); the IR computes in real "
+                        f"float64 and would drop the imaginary part")
+    try:
+        value = torch.as_tensor(given, dtype=DTYPE)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{fn}: input {node.name!r} must be a real tensor or (nested lists of) real numbers, "
+                        f"got {type(given).__name__}") from None
     if tuple(value.shape) != node.shape:
         raise ValueError(f"{fn}: input {node.name!r} expects shape {_fmt_shape(node.shape)}, "
                          f"got {_fmt_shape(tuple(value.shape))}")
@@ -463,6 +472,9 @@ def mlp_feeds(batch: int, d_in: int, d_hidden: int, d_out: int, seed: int = 0) -
     """Random float64 inputs for `build_mlp` / `mlp_eager` (weights scaled by 1/√fan-in)."""
     fn = "mlp_feeds"
     check_int(fn, "seed", seed, minimum=0)
+    batch, d_in, d_hidden, d_out = (check_int(fn, n, v, minimum=1) for n, v in
+                                    (("batch", batch), ("d_in", d_in), ("d_hidden", d_hidden), ("d_out", d_out)))
+    check_numel(fn, "the largest input", max(batch * d_in, d_in * d_hidden, d_hidden * d_out, batch * d_out))
     gen = torch.Generator().manual_seed(seed)
     r = lambda *shape: torch.randn(*shape, generator=gen, dtype=DTYPE)  # noqa: E731
     return {"x": r(batch, d_in), "W1": r(d_in, d_hidden) / math.sqrt(d_in), "b1": r(d_hidden),

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import torch
 
 from labkit.bench import median_time
-from labkit.checks import check_int, check_real
+from labkit.checks import check_int, check_real, check_sequence
 
 __all__ = ["Expr", "Var", "Zero", "Eye", "MatMul", "Add", "Transpose", "Concat", "P", "shape",
            "evaluate", "random_inputs", "variables", "Rule", "RULES", "WRONG_RULES", "CANDIDATE_RULES",
@@ -69,11 +69,30 @@ class Expr:
         return Transpose(self)
 
 
+def _sizes(cls: str, what: str, sizes, symbols: bool) -> tuple:
+    """``sizes`` as a tuple of two ints >= 1 (or, in a pattern, size symbols: strings)."""
+    if not isinstance(sizes, (tuple, list)) or len(sizes) != 2:
+        raise ValueError(f"{cls}: {what} must be (rows, cols), got {sizes!r}")
+    return tuple(v if symbols and isinstance(v, str) else check_int(cls, what, v, minimum=1) for v in sizes)
+
+
+def _operands(e) -> None:
+    for name in ("a", "b"):
+        x = getattr(e, name, None)
+        if name in e.__dataclass_fields__ and not isinstance(x, Expr):
+            raise TypeError(f"{type(e).__name__}: {name} must be an Expr, got {type(x).__name__}")
+
+
 @dataclass(frozen=True)
 class Var(Expr):
-    """An input matrix."""
+    """An input matrix of ``shape`` (rows, cols), sizes >= 1."""
     name: str
     shape: tuple
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"Var: name must be a non-empty string, got {self.name!r}")
+        object.__setattr__(self, "shape", _sizes("Var", "shape", self.shape, symbols=False))
 
     def __str__(self):
         return self.name
@@ -84,6 +103,9 @@ class Zero(Expr):
     """The all-zero matrix of ``shape`` (in a pattern the sizes may be symbols)."""
     shape: tuple
 
+    def __post_init__(self):
+        object.__setattr__(self, "shape", _sizes("Zero", "shape", self.shape, symbols=True))
+
     def __str__(self):
         return "0"
 
@@ -92,6 +114,10 @@ class Zero(Expr):
 class Eye(Expr):
     """The n×n identity matrix (in a pattern ``n`` may be a symbol)."""
     n: object
+
+    def __post_init__(self):
+        if not isinstance(self.n, str):
+            check_int("Eye", "n", self.n, minimum=1)
 
     def __str__(self):
         return "I"
@@ -102,6 +128,9 @@ class MatMul(Expr):
     a: Expr
     b: Expr
 
+    def __post_init__(self):
+        _operands(self)
+
     def __str__(self):
         return f"({self.a}·{self.b})"
 
@@ -111,6 +140,9 @@ class Add(Expr):
     a: Expr
     b: Expr
 
+    def __post_init__(self):
+        _operands(self)
+
     def __str__(self):
         return f"({self.a} + {self.b})"
 
@@ -118,6 +150,9 @@ class Add(Expr):
 @dataclass(frozen=True)
 class Transpose(Expr):
     a: Expr
+
+    def __post_init__(self):
+        _operands(self)
 
     def __str__(self):
         return f"{self.a}ᵀ"
@@ -129,6 +164,10 @@ class Concat(Expr):
     a: Expr
     b: Expr
     axis: int
+
+    def __post_init__(self):
+        _operands(self)
+        check_int("Concat", "axis", self.axis, minimum=0, maximum=1)   # the language is 2-D
 
     def __str__(self):
         return f"[{self.a} {'|' if self.axis == 1 else ';'} {self.b}]"
@@ -381,6 +420,9 @@ def verify_rule(rule: Rule, trials: int = 8, seed: int = 0, max_size: int = 5, t
 
 
 def verified_rules(candidates=CANDIDATE_RULES, trials: int = 8, seed: int = 0) -> tuple:
+    candidates = check_sequence("verified_rules", "candidates", candidates, minimum=0)
+    trials = check_int("verified_rules", "trials", trials, minimum=1, maximum=1000)
+    seed = check_int("verified_rules", "seed", seed, minimum=0, maximum=2 ** 62)
     """The candidates that `verify_rule` accepts, in order."""
     return tuple(r for r in candidates if verify_rule(r, trials=trials, seed=seed).ok)
 
@@ -428,6 +470,11 @@ class CostModel:
     bytes_per_s: float = 2e10
     bytes_per_element: int = 4
 
+    def __post_init__(self):
+        check_real("CostModel", "flops_per_s", self.flops_per_s, positive=True)
+        check_real("CostModel", "bytes_per_s", self.bytes_per_s, positive=True)
+        check_int("CostModel", "bytes_per_element", self.bytes_per_element, minimum=1)
+
     def counts(self, e: Expr) -> tuple:
         """(flops, elements moved) of ``e``, each distinct op once."""
         flops = moved = 0
@@ -457,6 +504,7 @@ class CostModel:
 def measured_seconds(e: Expr, seed: int = 0, repeat: int = 5) -> float:
     """Median wall time of `evaluate` on random inputs (``labkit.bench.median_time``), seconds."""
     repeat = check_int("measured_seconds", "repeat", repeat, minimum=1)
+    _check_program("measured_seconds", e)
     env = random_inputs(e, seed)
     return median_time(lambda: evaluate(e, env), repeat=repeat)
 
@@ -473,6 +521,25 @@ class SearchResult:
     explored: int
 
 
+def _check_program(fn: str, e) -> None:
+    """A concrete program: an Expr without pattern variables whose shapes fit and whose names
+    each have one shape (one-line TypeError/ValueError otherwise)."""
+    if not isinstance(e, Expr) or isinstance(e, P):
+        raise TypeError(f"{fn}: e must be an Expr program, got {type(e).__name__}")
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, P) or (isinstance(x, Zero) and any(isinstance(v, str) for v in x.shape)) or \
+                (isinstance(x, Eye) and isinstance(x.n, str)):
+            raise ValueError(f"{fn}: e is a pattern ({x}), not a program with concrete sizes")
+        stack.extend(_children(x))
+    try:
+        shape(e)
+        variables(e)
+    except ValueError as err:
+        raise ValueError(f"{fn}: {err}") from None
+
+
 def _rules(rules):
     return verified_rules() if rules is None else tuple(rules)
 
@@ -480,7 +547,7 @@ def _rules(rules):
 def greedy_search(e: Expr, rules=None, cost: CostModel | None = None, max_steps: int = 100) -> SearchResult:
     """Apply the rewrite that lowers the cost most, again and again, until none lowers it
     (``rules`` default: `verified_rules()`)."""
-    shape(e)
+    _check_program("greedy_search", e)
     rules, cost = _rules(rules), cost or CostModel()
     max_steps = check_int("greedy_search", "max_steps", max_steps, minimum=0)
     current, c, path, explored = e, cost(e), (), 0
@@ -501,7 +568,7 @@ def backtracking_search(e: Expr, rules=None, cost: CostModel | None = None, alph
     beats the best so far, and queue each new rewrite of it that costs less than ``alpha`` × the
     best cost (α = 1 allows no step uphill of the best; TASO uses 1.05). Stops when the queue is
     empty or ``max_explored`` programs have been expanded (``rules`` default: `verified_rules()`)."""
-    shape(e)
+    _check_program("backtracking_search", e)
     rules, cost = _rules(rules), cost or CostModel()
     alpha = check_real("backtracking_search", "alpha", alpha, positive=True)
     max_explored = check_int("backtracking_search", "max_explored", max_explored, minimum=1)

@@ -42,6 +42,11 @@ def assign_buckets(params: Sequence[torch.Tensor], cap_bytes: int) -> list[list[
     return done
 
 
-def cap_bytes_of(bucket_cap_mb: float) -> int:
-    """PyTorch's conversion: int(bucket_cap_mb · 2^20) bytes."""
-    return int(check_real("DDP", "bucket_cap_mb", bucket_cap_mb, positive=True) * MB)
+def cap_bytes_of(bucket_cap_mb: float, fn: str = "DDP") -> int:
+    """PyTorch's conversion: int(bucket_cap_mb · 2^20) bytes; ``fn`` names the caller in errors.
+    ValueError for a cap under one byte (2^-20 MiB): it would be 0."""
+    cap = int(check_real(fn, "bucket_cap_mb", bucket_cap_mb, positive=True) * MB)
+    if cap < 1:
+        raise ValueError(f"{fn}: bucket_cap_mb must be at least one byte (2^-20 = {1 / MB:.3g} MiB), "
+                         f"got {bucket_cap_mb!r}")
+    return cap

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from labkit.checks import check_same_on_ranks, module_tensors
 from labkit.collectives.counting import record_collective
 from labkit.data_parallel.buckets import assign_buckets, cap_bytes_of
 
@@ -68,8 +69,10 @@ class DDP(nn.Module):
             raise TypeError(f"DDP: overlap must be True or False, got {overlap!r}")
         if not dist.is_initialized():
             raise RuntimeError("DDP: no process group; run inside labkit.dist.launch (or torchrun)")
+        cap = None if bucket_cap_mb is None else cap_bytes_of(bucket_cap_mb, "DDP")
         self.module, self.comm, self.overlap = module, comm, overlap
         self.world_size = dist.get_world_size()
+        check_same_on_ranks("DDP", "the module's parameters and buffers", module_tensors(module))
         with torch.no_grad():
             for t in [*module.parameters(), *module.buffers()]:
                 dist.broadcast(t.data, src=0)
@@ -77,7 +80,7 @@ class DDP(nn.Module):
         if bucket_cap_mb is None:
             self.buckets = [[i] for i in reversed(range(len(self.params)))]
         else:
-            self.buckets = assign_buckets(self.params, cap_bytes_of(bucket_cap_mb))
+            self.buckets = assign_buckets(self.params, cap)
         self._bucket_of = {i: b for b, members in enumerate(self.buckets) for i in members}
         self._index = {id(p): i for i, p in enumerate(self.params)}
         self._ready: list[set[int]] = [set() for _ in self.buckets]
@@ -140,6 +143,9 @@ class DDP(nn.Module):
         RuntimeError (one line) if some parameter got no gradient in this backward: every rank must
         reduce the same buckets, so DDP needs every parameter that requires grad to be used.
         """
+        if self.params and not self._pending and not self._waiting and not any(self._ready):
+            raise RuntimeError("DDP: finish_gradient_synchronization found no gradient since its last call: "
+                               "call it once after each backward (and not after a backward inside no_sync)")
         missing = [i for b, got in enumerate(self._ready) for i in self.buckets[b] if i not in got]
         for b, ready in self._waiting:
             self._reduce(b, ready)

@@ -181,6 +181,9 @@ class ThreadsRun:
 
 
 # ---------------------------------------------------------------------------- the simulator
+MAX_SLOTS = 1_000_000   # simulate_warp: issued slots (and trips of one loop) it will simulate
+
+
 def simulate_warp(program, lane_values: Sequence | None = None, *, warp_size: int = WARP_SIZE,
                   active: Sequence[bool] | None = None) -> WarpRun:
     """Run ``program`` on one warp; lane i sees ``lane_values[i]`` (default: its lane id i).
@@ -205,6 +208,9 @@ def simulate_warp(program, lane_values: Sequence | None = None, *, warp_size: in
             if not m.any():
                 return
             if isinstance(node, Op):
+                if len(labels) + node.cost > MAX_SLOTS:
+                    raise ValueError(f"simulate_warp: the program issues more than {MAX_SLOTS} slots (at "
+                                     f"{node.name!r}); use smaller trip counts or costs")
                 for _ in range(node.cost):
                     labels.append(node.name)
                     counts.append(int(m.sum()))
@@ -218,7 +224,8 @@ def simulate_warp(program, lane_values: Sequence | None = None, *, warp_size: in
             else:
                 trips = np.zeros(warp_size, np.int64)
                 for i in np.flatnonzero(m):
-                    trips[i] = check_int("simulate_warp", f"trips of lane {i}", node.trips(values[i]), minimum=0)
+                    trips[i] = check_int("simulate_warp", f"trips of lane {i}", node.trips(values[i]), minimum=0,
+                                         maximum=MAX_SLOTS)
                 for k in range(int(trips.max())):   # the warp loops until its slowest lane is done
                     run(node.body, m & (trips > k))
 

@@ -69,11 +69,13 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from labkit.bench import median_time
-from labkit.checks import check_int
+from labkit.checks import MAX_ENUMERATED, check_int, check_numel
 from labkit.memory.tracker import ActivationPeakTracker
 from labkit.table import Table
 
 IMPLS = ("none", "ours", "torch")
+
+MAX_CHAIN = 10_000   # layers of a test chain built (and run) here
 
 
 # ---------------------------------------------------------------------- the checkpoint itself
@@ -198,9 +200,9 @@ def make_chain(n_layers: int, width: int, dropout: float = 0.0, seed: int = 0,
                dtype: torch.dtype = torch.float64) -> nn.ModuleList:
     """N identical `TanhLayer` blocks with weights drawn from ``seed`` (global RNG untouched)."""
     fn = "make_chain"
-    check_int(fn, "n_layers", n_layers, minimum=1)
-    check_int(fn, "width", width, minimum=1)
-    check_int(fn, "seed", seed)
+    check_int(fn, "n_layers", n_layers, minimum=1, maximum=MAX_CHAIN)
+    check_numel(fn, "width²", check_int(fn, "width", width, minimum=1) ** 2)
+    check_int(fn, "seed", seed, minimum=0)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
         raise ValueError(f"{fn}: dropout must be a probability in [0, 1), got {dropout!r}")
     if dtype not in (torch.float32, torch.float64):
@@ -259,7 +261,7 @@ def chain_peak_bytes(n_layers: int, segment: int | None, batch: int, width: int,
 def best_segments(n_layers: int) -> tuple[int, ...]:
     """Every k in 1..N that minimises ⌈N/k⌉ + k, i.e. `chain_peak_bytes` (the rest does not
     depend on k)."""
-    n = check_int("best_segments", "n_layers", n_layers, minimum=1)
+    n = check_int("best_segments", "n_layers", n_layers, minimum=1, maximum=MAX_ENUMERATED)
     cost = {k: -(-n // k) + k for k in range(1, n + 1)}
     low = min(cost.values())
     return tuple(k for k, c in cost.items() if c == low)
@@ -289,11 +291,12 @@ class ChainMeasurement:
 
 
 def _chain_args(fn, n_layers, segment, batch, width, impl):
-    n = check_int(fn, "n_layers", n_layers, minimum=1)
+    n = check_int(fn, "n_layers", n_layers, minimum=1, maximum=MAX_CHAIN)
     if segment is not None:
         check_int(fn, "segment", segment, minimum=1, maximum=n)
     check_int(fn, "batch", batch, minimum=1)
     check_int(fn, "width", width, minimum=1)
+    check_numel(fn, "batch·width and width²", max(batch, width) * width)
     if impl not in IMPLS:
         raise ValueError(f"{fn}: impl must be one of {', '.join(IMPLS)}, got {impl!r}")
     return n

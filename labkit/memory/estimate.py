@@ -27,6 +27,8 @@ RECOMPUTE = ("none", "selective", "full")
 
 def model_state_bytes_per_param(mixed_precision: bool) -> dict:
     """{"params", "grads", "optimizer", "total"} bytes per parameter for Adam (module docstring)."""
+    if not isinstance(mixed_precision, bool):
+        raise TypeError(f"model_state_bytes_per_param: mixed_precision must be True or False, got {mixed_precision!r}")
     if mixed_precision:
         out = {"params": 2, "grads": 2, "optimizer": 4 + 4 + 4}
     else:
@@ -42,6 +44,11 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     s, b = check_int(fn, "seq_len", seq_len, minimum=1), check_int(fn, "micro_batch", micro_batch, minimum=1)
     h, a = check_int(fn, "hidden", hidden, minimum=1), check_int(fn, "heads", heads, minimum=1)
     t = check_int(fn, "tensor_parallel", tensor_parallel, minimum=1)
+    if h % a:
+        raise ValueError(f"{fn}: hidden ({h}) must be divisible by heads ({a})")
+    if a % t:
+        raise ValueError(f"{fn}: heads ({a}) must be divisible by tensor_parallel ({t}): each rank keeps "
+                         f"whole heads")
     if recompute not in RECOMPUTE:
         raise ValueError(f"{fn}: recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
     if sequence_parallel and t == 1:
@@ -53,6 +60,13 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     if sequence_parallel:
         return sbh * (34 / t + attention)
     return sbh * (10 + 24 / t + attention)
+
+
+def _check_config(fn: str, cfg) -> None:
+    from labkit.model import GPTConfig
+
+    if not isinstance(cfg, GPTConfig):
+        raise TypeError(f"{fn}: cfg must be a labkit.model.GPTConfig, got {type(cfg).__name__}")
 
 
 def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int,
@@ -73,6 +87,7 @@ def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int,
     and drops the last two terms.
     """
     fn = "gpt_layer_saved_bytes"
+    _check_config(fn, cfg)
     b, s = check_int(fn, "batch_size", batch_size, minimum=1), check_int(fn, "seq", seq, minimum=1)
     e = check_int(fn, "itemsize", itemsize, minimum=1)
     if recompute not in RECOMPUTE:
@@ -101,6 +116,7 @@ def gpt_saved_activation_bytes(cfg, batch_size: int, seq: int | None = None, dty
     import torch
 
     fn = "gpt_saved_activation_bytes"
+    _check_config(fn, cfg)
     b = check_int(fn, "batch_size", batch_size, minimum=1)
     s = cfg.seq_len if seq is None else check_int(fn, "seq", seq, minimum=1, maximum=cfg.seq_len)
     e = torch.empty((), dtype=torch.float32 if dtype is None else dtype).element_size()

@@ -173,6 +173,9 @@ class DynamicLossScaler:
                  growth_interval: int = 2000):
         fn = "DynamicLossScaler"
         self._scale = _fp32(check_real(fn, "init_scale", init_scale, positive=True))
+        if not FP32_TINY <= self._scale <= FP32_MAX:          # 1e300 is inf in fp32, 1e-50 is 0
+            raise ValueError(f"{fn}: init_scale must be a positive normal float32 ({FP32_TINY:.3g} .. "
+                             f"{FP32_MAX:.3g}), got {init_scale!r}")
         self.growth_factor = check_real(fn, "growth_factor", growth_factor, positive=True)
         self.backoff_factor = check_real(fn, "backoff_factor", backoff_factor, positive=True)
         if self.growth_factor <= 1.0 or self.backoff_factor >= 1.0:
@@ -183,6 +186,7 @@ class DynamicLossScaler:
         self.history: list[ScalerStep] = []
         self._found_inf: bool | None = None   # this iteration's verdict, None until checked
         self._unscaled = False
+        self._stepped = False
 
     def get_scale(self) -> float:
         """The current scale S."""
@@ -219,7 +223,12 @@ class DynamicLossScaler:
         return found
 
     def step(self, optimizer) -> bool:
-        """Unscale (if not done yet) and step unless found_inf; return True if it stepped."""
+        """Unscale (if not done yet) and step unless found_inf; return True if it stepped.
+        Once per iteration: a second call before `update` is refused (as GradScaler does)."""
+        if self._stepped:
+            raise RuntimeError("DynamicLossScaler.step: already called since the last update(); "
+                               "call update() once after each step")
+        self._stepped = True
         found = self.unscale_(optimizer)
         if found:
             return False
@@ -234,13 +243,22 @@ class DynamicLossScaler:
             optimizer.step()
         return True
 
+    def _backed_off(self) -> float:
+        """S · backoff_factor; RuntimeError if that falls below float32's smallest normal number."""
+        backed = _fp32(self._scale * self.backoff_factor)
+        if backed < FP32_TINY:
+            raise RuntimeError(f"DynamicLossScaler.update: the scale would fall below float32's smallest "
+                               f"normal number ({self._scale:.3g} x {self.backoff_factor:g}): the gradients "
+                               f"are inf/NaN at every scale; check the loss and the inputs")
+        return backed
+
     def update(self) -> None:
         """Back off or grow S from this iteration's verdict (class docstring); record history."""
         if self._found_inf is None:
             raise RuntimeError("DynamicLossScaler.update: call step(optimizer) (or unscale_) first")
         self.history.append(ScalerStep(self._scale, self._found_inf))
         if self._found_inf:
-            self._scale = _fp32(self._scale * self.backoff_factor)
+            self._scale = self._backed_off()
             self.clean_steps = 0
         else:
             self.clean_steps += 1
@@ -249,7 +267,10 @@ class DynamicLossScaler:
                 if math.isfinite(grown):
                     self._scale = grown
                 self.clean_steps = 0
-        self._found_inf, self._unscaled = None, False
+        self._found_inf, self._unscaled, self._stepped = None, False, False
+
+
+FP32_TINY, FP32_MAX = torch.finfo(torch.float32).tiny, torch.finfo(torch.float32).max
 
 
 def _fp32(x: float) -> float:
@@ -519,6 +540,7 @@ def scaler_run(make_scaler, autocast: bool, cfg: GPTConfig | None = None, steps:
     """``steps`` fp16 steps of a small GPT under ``make_scaler(init_scale=, growth_interval=)``:
     fp16 autocast with torch.optim.Adam (``autocast=True``) or an fp16 model with
     `MixedPrecisionAdam`. Returns (the scale before each step, the parameters after each step)."""
+    steps = check_int("scaler_run", "steps", steps, minimum=1, maximum=10_000)
     cfg = cfg or GPTConfig(layers=1, hidden=32, heads=2, seq_len=16, vocab=64)
     model = GPT(cfg)
     if autocast:

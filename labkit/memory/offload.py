@@ -262,8 +262,16 @@ def tier_bandwidth(tier: str = "mmap", nbytes: int = 32 * 2 ** 20, device: str |
     """(to-tier, from-tier) bandwidth in bytes/s: a copy of ``nbytes`` between ``device`` memory
     and a buffer on ``tier``, each direction the fastest of ``repeat`` timings (`_fastest`)."""
     fn = "tier_bandwidth"
-    nbytes = check_int(fn, "nbytes", nbytes, minimum=4)
-    repeat = check_int(fn, "repeat", repeat, minimum=1)
+    nbytes = check_int(fn, "nbytes", nbytes, minimum=4, maximum=1 << 36)
+    repeat = check_int(fn, "repeat", repeat, minimum=1, maximum=1000)
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{fn}: path must be a folder path or None, got {type(path).__name__}")
+    try:
+        device = torch.device(device)
+    except (TypeError, RuntimeError):
+        raise ValueError(f"{fn}: device must name a torch device ('cpu', 'cuda:0'), got {device!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{fn}: device {device} asked for, but this machine has no CUDA GPU")
     tier_ = Tier(tier, path, fn)
     try:
         host = tier_.empty(nbytes // 4, torch.float32)

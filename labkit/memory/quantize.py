@@ -87,6 +87,9 @@ def _check_weight(fn: str, w) -> None:
                         f"{type(w).__name__ if not isinstance(w, torch.Tensor) else w.dtype}")
     if w.numel() == 0:
         raise ValueError(f"{fn}: w must have at least one element")
+    bad = int((~torch.isfinite(w.detach())).sum())
+    if bad:                              # one NaN or inf would make its block's scale (and codes) NaN
+        raise ValueError(f"{fn}: w has {bad} NaN/inf value(s); absmax quantization needs finite weights")
 
 
 def _scales(absmax: torch.Tensor, qmax: int, clip: float, scale_dtype: torch.dtype) -> torch.Tensor:
@@ -132,6 +135,9 @@ def quantize(w: torch.Tensor, bits: int, granularity: str = "tensor", group_size
 
 def pack_int4(codes: torch.Tensor) -> torch.Tensor:
     """(n,) int8 codes in [-8, 7] → (⌈n/2⌉,) uint8: element 2i in the low nibble, 2i+1 in the high."""
+    if not isinstance(codes, torch.Tensor) or codes.dtype != torch.int8 or codes.dim() != 1:
+        raise TypeError(f"pack_int4: codes must be a 1-D int8 tensor, got "
+                        f"{codes.dtype if isinstance(codes, torch.Tensor) else type(codes).__name__}")
     c = codes.to(torch.int16) & 0xF                                          # 4-bit two's complement
     if c.numel() % 2:
         c = torch.cat([c, c.new_zeros(1)])
@@ -140,6 +146,10 @@ def pack_int4(codes: torch.Tensor) -> torch.Tensor:
 
 def unpack_int4(packed: torch.Tensor, n: int) -> torch.Tensor:
     """The inverse of `pack_int4`: (n,) int8 codes."""
+    if not isinstance(packed, torch.Tensor) or packed.dtype != torch.uint8 or packed.dim() != 1:
+        raise TypeError(f"unpack_int4: packed must be a 1-D uint8 tensor, got "
+                        f"{packed.dtype if isinstance(packed, torch.Tensor) else type(packed).__name__}")
+    n = check_int("unpack_int4", "n", n, minimum=0, maximum=2 * packed.numel())
     b = packed.to(torch.int16)
     nibbles = torch.stack([b & 0xF, (b >> 4) & 0xF], dim=1).reshape(-1)[:n]  # (n,)
     return (nibbles - 16 * (nibbles >= 8)).to(torch.int8)

@@ -55,6 +55,13 @@ class MemoryTracker(TorchDispatchMode):
     def __init__(self, model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None,
                  by_category: bool = False):
         super().__init__()
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"MemoryTracker: model must be a torch.nn.Module or None, got {type(model).__name__}")
+        if optimizer is not None and not isinstance(getattr(optimizer, "state", None), dict):
+            raise TypeError(f"MemoryTracker: optimizer must be a torch.optim.Optimizer or None, "
+                            f"got {type(optimizer).__name__}")
+        if not isinstance(by_category, bool):
+            raise TypeError(f"MemoryTracker: by_category must be True or False, got {by_category!r}")
         self.model, self.optimizer, self.by_category = model, optimizer, by_category
         self._live: dict[int, int] = {}          # id(storage object) -> bytes
         self._refs: dict[int, weakref.ref] = {}

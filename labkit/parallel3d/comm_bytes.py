@@ -37,6 +37,9 @@ DIMENSIONS = ("dp", "tp", "pp", "embedding")
 
 def ring_bytes(p: int, numel: int, itemsize: int) -> float:
     """Bytes one rank sends in a ring all-reduce of ``numel`` elements over p ranks: 2(p−1)/p·n·w."""
+    fn = "ring_bytes"
+    p, numel = check_int(fn, "p", p, minimum=1), check_int(fn, "numel", numel, minimum=0)
+    itemsize = check_int(fn, "itemsize", itemsize, minimum=1)
     return float(Fraction(2 * (p - 1) * numel * itemsize, p))
 
 
@@ -81,11 +84,14 @@ def rank_bytes_per_step(cfg: GPTConfig, dp: int, tp: int, pp: int, global_batch:
 def bytes_per_step(cfg: GPTConfig, dp: int, tp: int, pp: int, global_batch: int, micro_batches: int,
                    itemsize: int) -> dict[str, float]:
     """Bytes all dp·tp·pp ranks together send in one training step, per dimension:
-    {"dp": ..., "tp": ..., "pp": ..., "embedding": ...} — the sum of `rank_bytes_per_step`."""
+    {"dp": ..., "tp": ..., "pp": ..., "embedding": ...} — the sum of `rank_bytes_per_step` over
+    the ranks. A rank's bytes depend only on its pipeline stage, so each stage's rank (k·dp·tp) is
+    counted dp·tp times: pp evaluations, whatever the grid's size."""
+    dp, tp, pp = (check_int("bytes_per_step", n, v, minimum=1) for n, v in (("dp", dp), ("tp", tp), ("pp", pp)))
     total = dict.fromkeys(DIMENSIONS, 0.0)
-    for r in range(dp * tp * pp):
-        for dim, v in rank_bytes_per_step(cfg, dp, tp, pp, global_batch, micro_batches, itemsize, r).items():
-            total[dim] += v
+    for k in range(pp):
+        for dim, v in rank_bytes_per_step(cfg, dp, tp, pp, global_batch, micro_batches, itemsize, k * dp * tp).items():
+            total[dim] += dp * tp * v
     return total
 
 

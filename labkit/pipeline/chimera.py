@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from labkit.checks import check_int
-from labkit.pipeline.schedules import Action, ScheduleError, normalized, schedule
+from labkit.pipeline.schedules import MAX_STAGE_MICROBATCHES, Action, ScheduleError, normalized, schedule
 from labkit.pipeline.simulate import (Interval, SimResult, _ratio, check_seconds, in_flight, simulate,
                                       stage_times)
 from labkit.table import Table
@@ -97,6 +97,9 @@ def looped_layout(num_ranks: int, num_microbatches: int, virtual_stages: int = 1
     p = check_int("looped_layout", "num_ranks", num_ranks, minimum=1)
     m = check_int("looped_layout", "num_microbatches", num_microbatches, minimum=1)
     v = check_int("looped_layout", "virtual_stages", virtual_stages, minimum=1)
+    if p * v * m > MAX_STAGE_MICROBATCHES:
+        raise ValueError(f"looped_layout: num_ranks · virtual_stages · num_microbatches = {p * v * m} is more "
+                         f"than {MAX_STAGE_MICROBATCHES}")
     return Layout(tuple(s % p for s in range(p * v)), (tuple(range(p * v)),), (0,) * m)
 
 
@@ -112,6 +115,8 @@ def bidirectional_layout(num_ranks: int, num_microbatches: int) -> Layout:
     if D % 2 or m % 2:
         raise ValueError(f"{fn}: num_ranks and num_microbatches must be even (half the micro-batches "
                          f"go each way), got D={D}, m={m}")
+    if 2 * D * m > MAX_STAGE_MICROBATCHES:
+        raise ValueError(f"{fn}: 2 · num_ranks · num_microbatches = {2 * D * m} is more than {MAX_STAGE_MICROBATCHES}")
     return Layout(tuple(range(D)) + tuple(range(D - 1, -1, -1)),
                   (tuple(range(D)), tuple(range(D, 2 * D))), (0,) * (m // 2) + (1,) * (m // 2))
 
@@ -300,6 +305,9 @@ def _check_chimera(fn: str, num_ranks, num_microbatches) -> tuple:
     if N % D:
         raise ValueError(f"{fn}: Chimera runs units of D micro-batches (D/2 each way): "
                          f"num_microbatches must be a multiple of num_ranks={D}, got {N}")
+    if D * N > 16384:
+        raise ValueError(f"{fn}: num_ranks · num_microbatches must be <= 16384 (built and simulated action "
+                         f"by action), got {D} · {N}")
     return D, N
 
 
@@ -312,7 +320,7 @@ def chimera_slots(num_ranks: int) -> dict:
     forwards and the up pipeline's forwards have opposite parities (D is even), and likewise the
     backwards, so the merge never puts two actions in one slot.
     """
-    D = check_int("chimera_slots", "num_ranks", num_ranks, minimum=2)
+    D = check_int("chimera_slots", "num_ranks", num_ranks, minimum=2, maximum=4096)
     return {(s, k, i): (s + 2 * i if k == "F" else 2 * D - 1 - s + 2 * i)
             for s in range(D) for i in range(D // 2) for k in "FB"}
 
@@ -363,7 +371,7 @@ def chimera_idle(num_ranks: int, num_microbatches: int, forward_time, backward_t
 def chimera_memory(num_ranks: int) -> dict:
     """Weights per rank in stages of the model (Chimera 2, 1F1B 1), and the replica pairs that
     all-reduce gradients at the end of the step (rank j with rank D-1-j)."""
-    D = check_int("chimera_memory", "num_ranks", num_ranks, minimum=2)
+    D = check_int("chimera_memory", "num_ranks", num_ranks, minimum=2, maximum=4096)
     return {"stages_per_rank_chimera": 2, "stages_per_rank_1f1b": 1,
             "replica_pairs": [(j, D - 1 - j) for j in range(D // 2)]}
 

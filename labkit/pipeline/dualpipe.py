@@ -39,6 +39,9 @@ __all__ = ["dualpipe_schedule", "dualpipe_pairs", "simulate_dualpipe", "report_b
 METHODS = ("1F1B", "ZB1P", "Chimera", "DualPipe")
 
 
+MAX_RANKS_TIMES_MICROBATCHES = 16384   # e.g. 64 ranks x 256 micro-batches: a few seconds to simulate
+
+
 def _check(fn: str, num_ranks, num_microbatches) -> tuple:
     PP = check_int(fn, "num_ranks", num_ranks, minimum=2)
     m = check_int(fn, "num_microbatches", num_microbatches, minimum=2)
@@ -48,6 +51,9 @@ def _check(fn: str, num_ranks, num_microbatches) -> tuple:
     if m < 2 * PP:
         raise ValueError(f"{fn}: DualPipe needs num_microbatches >= 2 * num_ranks (as the reference "
                          f"implementation), got m={m} for PP={PP}")
+    if PP * m > MAX_RANKS_TIMES_MICROBATCHES:
+        raise ValueError(f"{fn}: num_ranks * num_microbatches must be <= {MAX_RANKS_TIMES_MICROBATCHES} "
+                         f"(the schedule is built and simulated action by action), got {PP} * {m}")
     return PP, m
 
 

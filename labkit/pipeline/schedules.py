@@ -42,11 +42,14 @@ class ScheduleError(ValueError):
     """A schedule that cannot run correctly; the message names the first problem found."""
 
 
+MAX_STAGE_MICROBATCHES = 200_000   # schedule: stages (p·v) × micro-batches, each a few actions
+
+
 def _check_int(name: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        raise TypeError(f"schedule: {name} must be an int, got {type(value).__name__} {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise ValueError(f"schedule: {name} must be >= {minimum}, got {value}")
 
 
 def schedule(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: int = 1) -> dict[int, list[Action]]:
@@ -66,6 +69,9 @@ def schedule(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: i
     _check_int("num_microbatches", num_microbatches, 1)
     _check_int("virtual_stages", virtual_stages, 1)
     p, m, v = num_ranks, num_microbatches, virtual_stages
+    if p * v * m > MAX_STAGE_MICROBATCHES:
+        raise ValueError(f"schedule: num_ranks · virtual_stages · num_microbatches = {p * v * m} is more than "
+                         f"{MAX_STAGE_MICROBATCHES} (every action is built and simulated one by one)")
     if kind in ("gpipe", "1f1b") and v != 1:
         raise ValueError(f"{kind!r} runs one stage per rank: virtual_stages must be 1, got {v} "
                          "(use 'interleaved_1f1b' for several stages per rank)")

@@ -20,6 +20,7 @@ from fractions import Fraction
 from dataclasses import dataclass, field
 from typing import Sequence, Union
 
+from labkit.checks import check_int
 from labkit.pipeline.schedules import Action, check_schedule, dependencies, normalized, num_stages_of
 
 __all__ = ["Interval", "SimResult", "simulate", "stage_times", "check_seconds"]
@@ -85,6 +86,7 @@ def stage_times(value: Times, num_stages: int, name: str) -> list[float]:
 
     Numbers are kept as given, so `fractions.Fraction` times give exact results.
     """
+    num_stages = check_int("stage_times", "num_stages", num_stages, minimum=1, maximum=10 ** 6)
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         vals = [value] * num_stages
     else:

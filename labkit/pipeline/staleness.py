@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from labkit.checks import check_int, check_real
+from labkit.checks import check_int, check_real, check_sequence
 from labkit.pipeline.schedules import schedule
 from labkit.pipeline.simulate import check_seconds, simulate
 from labkit.table import Table
@@ -49,8 +49,10 @@ def stage_events(machine: str, num_stages: int, num_microbatches: int, forward_t
     fn = "stage_events"
     if machine not in MACHINES:
         raise ValueError(f"{fn}: unknown machine {machine!r}; expected one of {MACHINES}")
-    p = check_int(fn, "num_stages", num_stages, minimum=1)
+    p = check_int(fn, "num_stages", num_stages, minimum=1, maximum=1024)
     m = check_int(fn, "num_microbatches", num_microbatches, minimum=p)
+    if m > 100_000:
+        raise ValueError(f"{fn}: num_microbatches must be <= 100000 (simulated one by one), got {m}")
     F, B = check_seconds(forward_time, "forward_time"), check_seconds(backward_time, "backward_time")
     if machine == "fully_pipelined" and F != B:
         raise ValueError(f"{fn}: the fully pipelined machine runs a forward and a backward per tick: "
@@ -108,6 +110,7 @@ def closed_form(machine: str, num_stages: int, stage: int, update_every: int = 1
 
 def staleness_table(num_stages: int = 4, update_every=(1, 2)) -> Table:
     """Per machine and N: simulated staleness per stage next to the closed form."""
+    update_every = check_sequence("staleness_table", "update_every", update_every)
     rows = []
     for machine in MACHINES:
         for N in update_every:
@@ -163,7 +166,7 @@ def train(delays, steps: int = 600, lr: float = 0.4, width: int = 8, batch: int 
     if not isinstance(delays, (list, tuple)) or not delays:
         raise TypeError(f"{fn}: delays must be a non-empty list of ints (one per stage), got {delays!r}")
     taus = [check_int(fn, f"delays[{s}]", d, minimum=0) for s, d in enumerate(delays)]
-    steps = check_int(fn, "steps", steps, minimum=1)
+    steps = check_int(fn, "steps", steps, minimum=1, maximum=1_000_000)
     lr = check_real(fn, "lr", lr, positive=True)
     width = check_int(fn, "width", width, minimum=1)
     batch = check_int(fn, "batch", batch, minimum=1)
@@ -218,7 +221,8 @@ def training_table(num_stages: int = 4, lrs=(0.4, 1.2), steps: int = 600) -> Tab
     """Final loss (mean of the last 50 micro-batches; "diverged" if it blew up) of synchronous
     SGD and of asynchronous runs with the delays of both machines, with and without PipeMare-style
     remedies, for each step size."""
-    p = check_int("training_table", "num_stages", num_stages, minimum=1)
+    p = check_int("training_table", "num_stages", num_stages, minimum=1, maximum=1024)
+    lrs = check_sequence("training_table", "lrs", lrs)
     full = [closed_form("fully_pipelined", p, s) for s in range(p)]
     alt = [closed_form("1f1b", p, s) for s in range(p)]
     runs = [("synchronous (delays 0)", dict(delays=[0] * p)),

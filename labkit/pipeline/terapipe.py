@@ -117,6 +117,9 @@ def latency_formula(slices, num_stages: int, cost: SliceCost = SliceCost()) -> F
     return sum(t) + (K - 1) * max(t)
 
 
+MAX_SEQ_LEN = 128   # optimal_slicing: ~L^4 work; L = 128 takes seconds, 2048 would take hours
+
+
 def _check_problem(fn: str, seq_len, num_stages, cost) -> tuple:
     L = check_int(fn, "seq_len", seq_len, minimum=1)
     K = check_int(fn, "num_stages", num_stages, minimum=1)
@@ -128,8 +131,9 @@ def _check_problem(fn: str, seq_len, num_stages, cost) -> tuple:
 def optimal_slicing(seq_len: int, num_stages: int, cost: SliceCost = SliceCost()) -> tuple:
     """TeraPipe's dynamic program: (least latency, slice lengths). O(L^2) candidate bounds t_max,
     each an O(L^2) DP; bounds are tried in increasing order and the search stops once
-    (K-1)·t_max alone reaches the best latency found."""
+    (K-1)·t_max alone reaches the best latency found. seq_len <= `MAX_SEQ_LEN` (128)."""
     L, K = _check_problem("optimal_slicing", seq_len, num_stages, cost)
+    check_int("optimal_slicing", "seq_len", L, maximum=MAX_SEQ_LEN)
     exact = {(k, c): cost(k, c) for c in range(L) for k in range(1, L - c + 1)}
     scale = math.lcm(*(x.denominator for x in exact.values()))
     t = {key: int(x * scale) for key, x in exact.items()}     # integers: the same order, faster
@@ -185,6 +189,7 @@ def uniform_slicing(seq_len: int, num_slices: int) -> list:
 def best_uniform_slicing(seq_len: int, num_stages: int, cost: SliceCost = SliceCost()) -> tuple:
     """The best equal-size slicing: (latency, slices)."""
     L, K = _check_problem("best_uniform_slicing", seq_len, num_stages, cost)
+    check_int("best_uniform_slicing", "seq_len", L, maximum=4096)      # L slicings of L slices each
     return min(((latency_formula(uniform_slicing(L, n), K, cost), uniform_slicing(L, n))
                 for n in range(1, L + 1)), key=lambda x: x[0])
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from labkit.checks import check_int
+from labkit.checks import check_count, check_int
 from labkit.planner.model import RECOMPUTE
 
 KINDS = ("dp", "tp", "pp")
@@ -96,6 +96,7 @@ def groups(dp: int, tp: int, pp: int) -> dict[str, list[list[int]]]:
     Within each kind the groups come in order of their smallest rank. These are the groups
     ``init_device_mesh(..., (pp, dp, tp))`` builds for its "tp", "dp" and "pp" dimensions."""
     dp, tp, pp = _check_sizes("groups", dp, tp, pp)
+    check_count("groups", "dp·tp·pp", dp * tp * pp)
     r = lambda d, t, p: p * (dp * tp) + d * tp + t  # noqa: E731
     return {
         "dp": [[r(d, t, p) for d in range(dp)] for p in range(pp) for t in range(tp)],

@@ -84,7 +84,10 @@ def micro_batches_in_flight(pp: int, micro_batches: int, virtual_stages: int = 1
     """Most (chunk, micro-batch) activation sets pipeline rank ``rank`` holds at once: min(m, pp − rank)
     under 1F1B (v = 1); min(m·v, (v−1)·pp + 2(pp−1−rank) + 1) under interleaved 1F1B with v chunks
     per rank (its warm-up forwards, plus the one whose backward comes next)."""
-    p, m, v = pp, micro_batches, virtual_stages
+    fn = "micro_batches_in_flight"
+    p, m, v = (check_int(fn, n, x, minimum=1) for n, x in (("pp", pp), ("micro_batches", micro_batches),
+                                                          ("virtual_stages", virtual_stages)))
+    rank = check_int(fn, "rank", rank, minimum=0, maximum=p - 1)
     if v == 1:
         return min(m, p - rank)
     return min(m * v, (v - 1) * p + 2 * (p - 1 - rank) + 1)

@@ -58,8 +58,12 @@ class SearchResult:
         return self.plans[0]
 
 
+MAX_DIVIDED = 10 ** 12   # model.layers and model.heads: their divisors are listed in O(√n) steps
+
+
 def divisors(n: int) -> list[int]:
-    """The divisors of n ≥ 1, ascending."""
+    """The divisors of n ≥ 1, ascending (n <= `MAX_DIVIDED`: O(√n) steps)."""
+    n = check_int("divisors", "n", n, minimum=1, maximum=MAX_DIVIDED)
     small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
     return sorted(set(small + [n // k for k in small]))
 
@@ -69,10 +73,15 @@ def memory_reason(needed: float, limit: float) -> str:
     return f"needs {needed / GiB:.1f} GiB per GPU, has {limit / GiB:.1f} GiB"
 
 
-def _check_args(fn, model, cluster, global_batch):
+def _check_args(fn, model, cluster, global_batch, **flags):
     _check_model(fn, model)
     if not isinstance(cluster, Cluster):
         raise TypeError(f"{fn}: cluster must be a labkit.planner.Cluster, got {type(cluster).__name__}")
+    for name in ("layers", "heads"):
+        check_int(fn, f"model.{name}", getattr(model, name), maximum=MAX_DIVIDED)
+    for name, value in flags.items():           # "no" is truthy: a non-bool would be read as True
+        if not isinstance(value, bool):
+            raise TypeError(f"{fn}: {name} must be True or False, got {value!r}")
     return check_int(fn, "global_batch", global_batch, minimum=1)
 
 
@@ -116,7 +125,8 @@ def search(model: Model, cluster: Cluster, global_batch: int, *, micro_batches=(
     iteration: the feasible ones predicted and sorted fastest first (ties: less memory, fewer
     chunks, lower ZeRO stage, smaller micro-batch), the others with the reason they were rejected."""
     fn = "search"
-    B = _check_args(fn, model, cluster, global_batch)
+    B = _check_args(fn, model, cluster, global_batch, allow_cross_node_tp=allow_cross_node_tp,
+                    sequence_parallel=sequence_parallel)
     micro_batches = _options(fn, "micro_batches", micro_batches)
     zero_stages = _options(fn, "zero_stages", zero_stages, minimum=0)
     recompute = _options(fn, "recompute", recompute, allowed=RECOMPUTE)
@@ -155,7 +165,8 @@ def why_not(model: Model, cluster: Cluster, candidate: Plan, global_batch: int, 
             allow_cross_node_tp: bool = False, sequence_parallel: bool = False) -> str | None:
     """None if ``candidate`` is feasible, else the one-line reason the search would give."""
     fn = "why_not"
-    B = _check_args(fn, model, cluster, global_batch)
+    B = _check_args(fn, model, cluster, global_batch, allow_cross_node_tp=allow_cross_node_tp,
+                    sequence_parallel=sequence_parallel)
     if not isinstance(candidate, Plan):
         raise TypeError(f"{fn}: candidate must be a labkit.planner.Plan, got {type(candidate).__name__}")
     reason = _reason(model, cluster, candidate, B, allow_cross_node_tp, sequence_parallel)

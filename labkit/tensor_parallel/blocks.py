@@ -19,7 +19,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from labkit.tensor_parallel.comm import all_gather_seq, reduce_from_tp, reduce_scatter_seq
-from labkit.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, tp_rank_world
+from labkit.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear, replicated, tp_rank_world
+
+
+def _check_parts(fn: str, what: str, module, linears: tuple) -> None:
+    if not all(isinstance(getattr(module, name, None), nn.Linear) for name in linears):
+        raise TypeError(f"{fn}: {what} must have nn.Linear {' and '.join(linears)} (as labkit.model's), "
+                        f"got {type(module).__name__}")
 
 
 class ParallelMLP(nn.Module):
@@ -31,6 +37,7 @@ class ParallelMLP(nn.Module):
 
     @classmethod
     def from_module(cls, mlp, sequence_parallel: bool = False) -> "ParallelMLP":
+        _check_parts("ParallelMLP.from_module", "mlp", mlp, ("fc", "proj"))
         return cls(ColumnParallelLinear.from_linear(mlp.fc), RowParallelLinear.from_linear(mlp.proj), sequence_parallel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:            # (B, T, h) -> (B, T, h)
@@ -56,10 +63,16 @@ class ParallelAttention(nn.Module):
 
     @classmethod
     def from_module(cls, attn, sequence_parallel: bool = False) -> "ParallelAttention":
+        fn = "ParallelAttention.from_module"
+        _check_parts(fn, "attn", attn, ("qkv", "proj"))
+        if attn.qkv.bias is None or not isinstance(getattr(attn, "heads", None), int):
+            raise TypeError(f"{fn}: attn must have an int heads and a qkv with a bias (labkit.model's attention)")
         rank, world = tp_rank_world("ParallelAttention", attn.heads, "heads")
         h = attn.qkv.in_features
-        w = attn.qkv.weight.detach().view(3, h, h)                 # [q; k; v], heads contiguous in each
-        b = attn.qkv.bias.detach().view(3, h)
+        if attn.qkv.out_features != 3 * h:
+            raise ValueError(f"{fn}: attn.qkv must map {h} features to 3·{h}, got {attn.qkv.out_features}")
+        w, b = replicated(fn, attn.qkv.named_parameters())
+        w, b = w.view(3, h, h), b.view(3, h)                        # [q; k; v], heads contiguous in each
         per = h // world                                           # this rank's heads' features
         mine = slice(rank * per, (rank + 1) * per)
         return cls(w[:, mine].reshape(3 * per, h).clone(), b[:, mine].reshape(3 * per).clone(),

@@ -11,7 +11,10 @@ A linear layer y = x·Wᵀ + b with W of shape (out, in) splits two ways over t 
   partial sum, added up by g (all-reduce forward, identity backward); b is added once, after.
 
 `from_linear(linear)` takes this rank's slice of a full ``nn.Linear``, so a test can compare the
-split layer with the unsplit one.
+split layer with the unsplit one. Every rank passes its own copy of the full layer: the shapes and
+dtypes are checked to agree on every rank (one collective) and the values are broadcast from the
+group's first rank, as PyTorch's ``distribute_tensor`` does — ranks seeded differently still split
+one and the same layer.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from labkit.checks import check_same_on_ranks
 from labkit.tensor_parallel.comm import copy_to_tp, current_group, gather_last, reduce_from_tp, split_last
 
 
@@ -33,6 +37,32 @@ def tp_rank_world(fn: str, size: int, what: str) -> tuple[int, int]:
     if size % world:
         raise ValueError(f"{fn}: {what} ({size}) must be divisible by the number of ranks ({world})")
     return rank, world
+
+
+def replicated(fn: str, named_tensors) -> list[torch.Tensor]:
+    """Copies of the (name, tensor) pairs, equal on every rank of the tensor-parallel group to its
+    first rank's: shapes and dtypes checked (`labkit.checks.check_same_on_ranks`), then broadcast."""
+    group = current_group()
+    named = [(n, t) for n, t in named_tensors]
+    check_same_on_ranks(fn, "the full tensors", named, group)
+    out = [t.detach().clone().contiguous() for _, t in named]
+    if dist.get_world_size(group) > 1:
+        for t in out:
+            dist.broadcast(t, group=group, group_src=0)
+    return out
+
+
+def replicate_(fn: str, named_tensors) -> None:
+    """Make the (name, tensor) pairs equal, in place, to the first rank's of the group (checked first)."""
+    named = list(named_tensors)
+    with torch.no_grad():
+        for (_, t), new in zip(named, replicated(fn, named)):
+            t.copy_(new)
+
+
+def _check_linear(fn: str, linear) -> None:
+    if not isinstance(linear, nn.Linear):
+        raise TypeError(f"{fn}.from_linear: linear must be a torch.nn.Linear, got {type(linear).__name__}")
 
 
 def _check_width(fn: str, x: torch.Tensor, width: int) -> None:
@@ -51,9 +81,11 @@ class ColumnParallelLinear(nn.Module):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, gather_output: bool = False) -> "ColumnParallelLinear":
+        _check_linear("ColumnParallelLinear", linear)
         rank, world = tp_rank_world("ColumnParallelLinear", linear.out_features, "out_features")
-        w = linear.weight.detach().chunk(world, dim=0)[rank].clone()
-        b = None if linear.bias is None else linear.bias.detach().chunk(world)[rank].clone()
+        weight, *bias = replicated("ColumnParallelLinear.from_linear", linear.named_parameters())
+        w = weight.chunk(world, dim=0)[rank].clone()
+        b = bias[0].chunk(world)[rank].clone() if bias else None
         return cls(w, b, gather_output)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:   # (..., in) -> (..., out/t) or (..., out)
@@ -73,10 +105,11 @@ class RowParallelLinear(nn.Module):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, input_is_parallel: bool = True) -> "RowParallelLinear":
+        _check_linear("RowParallelLinear", linear)
         rank, world = tp_rank_world("RowParallelLinear", linear.in_features, "in_features")
-        w = linear.weight.detach().chunk(world, dim=1)[rank].clone()
-        b = None if linear.bias is None else linear.bias.detach().clone()
-        return cls(w, b, input_is_parallel)
+        weight, *bias = replicated("RowParallelLinear.from_linear", linear.named_parameters())
+        w = weight.chunk(world, dim=1)[rank].clone()
+        return cls(w, bias[0] if bias else None, input_is_parallel)
 
     def forward(self, x: torch.Tensor, reduce=reduce_from_tp) -> torch.Tensor:
         # (..., in/t) -> (..., out)

@@ -24,7 +24,7 @@ from torch import nn
 from labkit.model import GPT, check_tokens
 from labkit.tensor_parallel.blocks import ParallelAttention, ParallelMLP
 from labkit.tensor_parallel.comm import _record, all_gather_seq, copy_to_tp, current_group, reduce_scatter_seq
-from labkit.tensor_parallel.layers import tp_rank_world
+from labkit.tensor_parallel.layers import replicate_, tp_rank_world
 from labkit.tensor_parallel.vocab import VocabParallelEmbedding, vocab_parallel_cross_entropy
 
 
@@ -55,6 +55,8 @@ class TensorParallelGPT(nn.Module):
         self.pos_emb = copy.deepcopy(model.pos_emb)
         self.blocks = nn.ModuleList(ParallelBlock(b, sequence_parallel) for b in model.blocks)
         self.ln_f = copy.deepcopy(model.ln_f)
+        mine = {id(p) for p in self.replicated_parameters()}          # the split ones were broadcast
+        replicate_("parallelize", [(n, p) for n, p in self.named_parameters() if id(p) in mine])
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None):
         check_tokens("TensorParallelGPT", "tokens", tokens, self.cfg)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from labkit.tensor_parallel.comm import _record, current_group, reduce_from_tp
-from labkit.tensor_parallel.layers import tp_rank_world
+from labkit.tensor_parallel.layers import replicated, tp_rank_world
 
 
 class VocabParallelEmbedding(nn.Module):
@@ -33,9 +33,13 @@ class VocabParallelEmbedding(nn.Module):
 
     @classmethod
     def from_embedding(cls, emb: nn.Embedding) -> "VocabParallelEmbedding":
+        if not isinstance(emb, nn.Embedding):
+            raise TypeError(f"VocabParallelEmbedding.from_embedding: emb must be a torch.nn.Embedding, "
+                            f"got {type(emb).__name__}")
         rank, world = tp_rank_world("VocabParallelEmbedding", emb.num_embeddings, "vocabulary size")
         rows = emb.num_embeddings // world
-        return cls(emb.weight.detach()[rank * rows:(rank + 1) * rows].clone(), rank * rows)
+        weight, = replicated("VocabParallelEmbedding.from_embedding", [("weight", emb.weight)])
+        return cls(weight[rank * rows:(rank + 1) * rows].clone(), rank * rows)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:       # (B, T) -> (B, T, h)
         rows = self.weight.shape[0]

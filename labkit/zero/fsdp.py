@@ -43,6 +43,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from labkit.checks import check_same_on_ranks, module_tensors
 from labkit.zero.comm import all_gather_flat, all_reduce_, broadcast_from_rank0_, reduce_scatter_flat
 from labkit.zero.flat import FlatLayout
 
@@ -106,6 +107,7 @@ class FSDP(nn.Module):
             raise RuntimeError("FSDP: no process group; run inside labkit.dist.launch (or torchrun)")
         self.module, self.compute_dtype = module, compute_dtype
         self.world, self.rank = dist.get_world_size(), dist.get_rank()
+        check_same_on_ranks("FSDP", "the module's parameters and buffers", module_tensors(module))
         broadcast_from_rank0_([*module.parameters(), *module.buffers()])
         self.units = self._build_units(module, policy, units or _in_module_list(module))
         self.flat_params = nn.ParameterList([g.master for u in self.units for g in u.groups])

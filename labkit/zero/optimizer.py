@@ -45,7 +45,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from labkit.checks import check_int
+from labkit.checks import check_int, check_same_on_ranks
 from labkit.data_parallel.buckets import assign_buckets, cap_bytes_of
 from labkit.zero.comm import all_gather_flat, broadcast_from_rank0_, reduce_scatter_flat
 from labkit.zero.flat import FlatLayout
@@ -80,9 +80,15 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.stage = check_int("ShardedOptimizer", "stage", stage, minimum=1, maximum=2)
         if not dist.is_initialized():
             raise RuntimeError("ShardedOptimizer: no process group; run inside labkit.dist.launch (or torchrun)")
-        super().__init__(params, defaults)
+        cap = cap_bytes_of(bucket_cap_mb, "ShardedOptimizer")
+        try:
+            super().__init__(params, defaults)
+        except (TypeError, ValueError) as e:          # torch's: an empty list, a tensor instead of a list
+            raise type(e)(f"ShardedOptimizer: params: {str(e).strip().splitlines()[0]}") from None
         self.world, self.rank = dist.get_world_size(), dist.get_rank()
-        cap = cap_bytes_of(bucket_cap_mb)
+        check_same_on_ranks("ShardedOptimizer", "the parameters", [
+            (f"param_groups[{g}][{i}]" + ("" if p.requires_grad else " (frozen)"), p)
+            for g, group in enumerate(self.param_groups) for i, p in enumerate(group["params"])])
         self.buckets: list[Bucket] = []
         inner_groups = []
         for g, group in enumerate(self.param_groups):
