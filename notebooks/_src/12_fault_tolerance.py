@@ -96,11 +96,16 @@ claim("only the last fsyncs the file before the rename, the folder after",
 #
 # labkit's checkpoint file adds a header with the payload's length and SHA-256, so a file damaged
 # later — a flipped bit on the disk, a truncated copy — is refused with one line instead of
-# loading garbage, and `CheckpointManager` falls back to the previous one. Here one byte in the
-# middle of the newest checkpoint's payload is changed:
+# loading garbage, and `CheckpointManager` falls back to the previous one. The damaged file is
+# not deleted — it may be the only copy of a long run, and a person may want to look at it — but
+# moved into a `quarantine` folder, where no later rotation or resume will count it. Here one
+# byte in the middle of the newest checkpoint's payload is changed:
 
 # %%
+import logging
+import pathlib
 import tempfile
+import textwrap
 
 folder = tempfile.mkdtemp()
 model = torch.nn.Linear(4, 2)
@@ -125,9 +130,14 @@ except io.CheckpointError as e:
     print("refused:", refused.replace(folder, "<folder>"))
 claim("the damaged file is refused with one line", refused is not None and "\n" not in refused,
       "checksum mismatch" if refused and "checksum" in refused else str(refused))
+logging.getLogger("labkit.checkpoint").setLevel(logging.ERROR)   # its one line is printed below
 step, _, path = manager.load_latest(model=model)
 print(f"fell back to step {step} ({path.name})")
+print(textwrap.fill(manager.quarantined[-1].replace(folder, "<folder>"), 100, subsequent_indent="  "))
 claim_close("the manager falls back to step 10", step, 10)
+kept = pathlib.Path(folder, "quarantine", newest.name)
+claim("the damaged file is moved aside into the quarantine, not deleted",
+      kept.exists() and kept.read_bytes() == bytes(data), f"{kept.name}, {kept.stat().st_size} bytes")
 
 # %% [markdown]
 # ### Exercise 1: `atomic_save`
