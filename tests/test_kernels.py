@@ -610,3 +610,29 @@ def test_lab04_worked_problems():
     trace = online_softmax_trace([1.0, 0.0, 5.0, 2.0, 3.0, -1.0], 2)      # block maxima 1, 5, 3
     assert [t["block_max"] for t in trace] == [1.0, 5.0, 3.0]
     assert round(trace[1]["scale"], 3) == 0.018 and trace[2]["scale"] == 1.0 and trace[-1]["m"] == 5.0
+
+
+@needs_interp
+def test_older_tritons_scalar_index_falls_back(monkeypatch):
+    """Triton 3.6's interpreter reads a scalar as int(array), which NumPy >= 2.4 refuses for its
+    1-element arrays: range(0, tl.cdiv(K, BLOCK_K)) in the matmul kernel failed. labkit.kernels.compat
+    patches it on Triton < 3.7; here 3.6's behaviour is put back and the patch applied to it."""
+    from triton.runtime import interpreter as I
+
+    from labkit.kernels import compat
+
+    original = I._patch_lang_tensor
+
+    def as_in_3_6(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    monkeypatch.setattr(I, "_patch_lang_tensor", as_in_3_6)
+    a, b = torch.randn(20, 40), torch.randn(40, 24)
+    if tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 4):
+        with pytest.raises(Exception, match="0-dimensional"):
+            matmul(a, b)
+    assert not compat.patch_interpreter_scalar_index()           # 3.7+: nothing to do
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    assert compat.patch_interpreter_scalar_index() and compat.patch_interpreter_scalar_index()
+    torch.testing.assert_close(matmul(a, b), a @ b, rtol=1e-5, atol=1e-5)
