@@ -6,7 +6,11 @@ runs ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes, each
 inside an initialised default process group, and returns the per-rank return
 values (index = rank). gloo on CPU; NCCL when ``world_size`` <= number of GPUs
 and ``fn`` lives in an importable .py module (a notebook cell's function runs
-on gloo, with a one-line note saying why).
+on gloo, with a one-line note saying why). Under NCCL the group is
+``"cpu:gloo,cuda:nccl"``: CUDA tensors go through NCCL and CPU tensors (a step
+counter, a timing) through gloo; rank r owns GPU r, and `device()` names it.
+Rank code makes its tensors with ``device=labkit.dist.device()``; what a rank
+returns comes back as CPU tensors.
 
 Guarantees (each is tested in tests/test_dist.py):
 - the ranks meet through a FileStore in a private temporary folder and gloo
@@ -14,6 +18,10 @@ Guarantees (each is tested in tests/test_dist.py):
   same time never collide and nothing listens beyond 127.0.0.1 (a TCP store
   would listen on every interface, and its client connect sometimes stalls
   for seconds);
+- CPU ranks are forked (a notebook cell's function runs), except when the caller has
+  already initialised CUDA: a forked child cannot use CUDA and inherits a driver state it
+  must not touch, so importable functions are spawned then (others are forked and run on
+  CPU, with a one-line note);
 - a spawned rank gets ``cores // world_size`` torch threads (at least 1); a forked
   rank computes with one thread: GNU OpenMP (torch's CPU thread pool) hangs in a
   child forked from a process that has already used a thread team, which a
@@ -56,7 +64,7 @@ from typing import Any, Callable
 
 from labkit.proctree import kill_below
 
-__all__ = ["launch", "RankError", "device", "default_backend", "auto_backend", "importable"]
+__all__ = ["launch", "RankError", "device", "backend", "default_backend", "auto_backend", "importable"]
 
 _RANK_ENV = "LABKIT_RANK"
 _DIR_PREFIX = "labkit-launch-"
@@ -118,13 +126,42 @@ def auto_backend(fn, world_size: int) -> tuple[str, str]:
 
 
 def device():
-    """The torch.device a rank should compute on: cuda:<rank> under NCCL, else cpu."""
+    """The torch.device this rank computes on: its own GPU under NCCL, else the CPU.
+
+    Rank r of a `launch` owns ``cuda:r``; under torchrun a rank owns ``cuda:$LOCAL_RANK``
+    (its index on its own machine). Outside a process group: the CPU.
+    """
     import torch
     import torch.distributed as dist
 
-    if dist.is_initialized() and dist.get_backend() == "nccl":
-        return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+    if dist.is_initialized() and "nccl" in str(dist.get_backend()):
+        local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
+        return torch.device("cuda", local % torch.cuda.device_count())
     return torch.device("cpu")
+
+
+def backend() -> str:
+    """The default group's backend in one word: "nccl" (CUDA tensors; CPU ones go through gloo),
+    "gloo", or "none" outside a process group. What notebooks print next to a run."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return "none"
+    name = str(dist.get_backend())
+    return next((b for b in ("nccl", "gloo") if b in name), name)
+
+
+def group_options(backend: str, rank: int) -> tuple[str, dict]:
+    """The backend string and keyword arguments `init_process_group` gets for ``backend`` on ``rank``.
+
+    NCCL serves CUDA tensors only, so an NCCL launch asks for ``"cpu:gloo,cuda:nccl"`` (CPU tensors
+    go through gloo) and binds rank r to GPU r (``device_id``: the communicator is made at once).
+    """
+    if backend != "nccl":
+        return backend, {}
+    import torch
+
+    return "cpu:gloo,cuda:nccl", {"device_id": torch.device("cuda", rank)}
 
 
 def _loopback_ifname() -> str:
@@ -143,11 +180,27 @@ def _die_with_parent() -> None:
             pass
 
 
+class _HostPickler(pickle.Pickler):
+    """Pickles a GPU tensor as its CPU copy: the caller may have no CUDA (or must not start it)."""
+
+    def reducer_override(self, obj):
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(obj, torch.Tensor) and obj.device.type not in ("cpu", "meta"):
+            return obj.detach().cpu().__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+        return NotImplemented
+
+
+def _dumps(payload) -> bytes:
+    buf = io.BytesIO()
+    _HostPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(payload)
+    return buf.getvalue()
+
+
 def _send(conn, payload: tuple) -> None:
     # Plain pickle (not multiprocessing's): tensors travel by value, not as
-    # shared-memory handles that die with this process.
+    # shared-memory handles that die with this process; GPU tensors as CPU copies.
     try:
-        data = pickle.dumps(payload)
+        data = _dumps(payload)
     except Exception as e:  # an unpicklable return value
         message = f"the return value of fn could not be pickled ({type(e).__name__}: {e}); return plain data or tensors"
         data = pickle.dumps(("err", time.time(), "PicklingError", message, "", payload[-1]))
@@ -174,11 +227,10 @@ def _rank_main(rank, world_size, backend, timeout, threads, workdir, fn, args, c
             td = datetime.timedelta(seconds=timeout)
             store = dist.FileStore(os.path.join(workdir, "store"), world_size)
             store.set_timeout(td)
-            kw = {}
+            name, kw = group_options(backend, rank)
             if backend == "nccl":
                 torch.cuda.set_device(rank)
-                kw["device_id"] = torch.device("cuda", rank)
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=td, **kw)
+            dist.init_process_group(name, store=store, rank=rank, world_size=world_size, timeout=td, **kw)
             with contextlib.redirect_stdout(out):
                 result = fn(rank, world_size, *args)
         except BaseException as e:  # noqa: BLE001 - everything goes back to the caller
@@ -216,11 +268,23 @@ def _check_args(fn, world_size, backend, timeout):
     return backend
 
 
-def _start_method(backend: str) -> str:
+def _cuda_initialised() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
+
+
+def _start_method(backend: str, fn=None) -> str:
     # CUDA cannot be used in a forked child, so NCCL spawns; on CPU, fork lets a
-    # function defined in a notebook cell run, and starts ranks in milliseconds.
+    # function defined in a notebook cell run, and starts ranks in milliseconds. Once
+    # the caller has initialised CUDA, a forked child inherits a driver state it must
+    # not touch: spawn whatever can be spawned.
     if backend == "nccl" or "fork" not in mp.get_all_start_methods():
         return "spawn"
+    if _cuda_initialised() and fn is not None:
+        if importable(fn):
+            return "spawn"
+        print(f"launch: {getattr(fn, '__name__', 'fn')} is forked after CUDA was initialised here; "
+              "its ranks must stay on the CPU")
     return "fork"
 
 
@@ -348,7 +412,7 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     """
     _check_not_nested()
     backend = _check_args(fn, world_size, backend, timeout)
-    method = _start_method(backend)
+    method = _start_method(backend, fn)
     if method == "spawn":
         _check_picklable(fn, args)
     else:
