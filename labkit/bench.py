@@ -1,7 +1,11 @@
 """The course's one timer and one results-table writer.
 
 ``median_time(fn, ...)`` times a call (seconds, median of repeats, after
-warm-up; synchronises CUDA when a tensor is on the GPU). ``write_results``
+warm-up; synchronises CUDA when a tensor is on the GPU). ``now()`` is the same
+clock read once, for code that stamps the phases of a step (forward, backward,
+a collective): it first waits for the GPU work already queued, so asynchronous
+kernels and NCCL collectives count where they run, not where they were queued.
+``write_results``
 writes a Markdown table under benchmarks/results/ headed by device, date and
 versions, so every committed table says where and when it was measured.
 """
@@ -19,8 +23,15 @@ RESULTS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 def _sync() -> None:
     import torch
 
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_initialized():
         torch.cuda.synchronize()
+
+
+def now() -> float:
+    """``time.perf_counter()`` (seconds) once the GPU work queued so far has finished; on a CPU, just
+    ``perf_counter``. Differences of two readings time what ran between them."""
+    _sync()
+    return time.perf_counter()
 
 
 def median_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1, min_time_s: float = 0.0) -> float:

@@ -64,7 +64,8 @@ from typing import Any, Callable
 
 from labkit.proctree import kill_below
 
-__all__ = ["launch", "RankError", "device", "backend", "default_backend", "auto_backend", "importable"]
+__all__ = ["launch", "RankError", "device", "backend", "default_backend", "auto_backend", "importable",
+           "init_torchrun_group"]
 
 _RANK_ENV = "LABKIT_RANK"
 _DIR_PREFIX = "labkit-launch-"
@@ -164,6 +165,34 @@ def group_options(backend: str, rank: int) -> tuple[str, dict]:
     return "cpu:gloo,cuda:nccl", {"device_id": torch.device("cuda", rank)}
 
 
+def init_torchrun_group(backend: str = "auto", **kwargs) -> str:
+    """``init_process_group`` for a rank that torchrun (or Slurm's srun) started, reading the
+    rendezvous from the environment (RANK, WORLD_SIZE, MASTER_ADDR, LOCAL_RANK, ...).
+
+    backend "auto": NCCL when this machine has a GPU for each of its LOCAL_WORLD_SIZE ranks, else
+    gloo. Under NCCL the group is "cpu:gloo,cuda:nccl" and the rank owns cuda:$LOCAL_RANK.
+    ``kwargs`` go to ``init_process_group`` (store=, rank=, world_size=, timeout=). Returns the
+    backend chosen ("nccl" or "gloo"). Gloo picks its network interface from the host name; set
+    GLOO_SOCKET_IFNAME (e.g. to the cluster's interface, or "lo" on one machine) to choose it.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from labkit.compat import torch_fallbacks
+
+    torch_fallbacks()
+    if backend == "auto":
+        backend = default_backend(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"init_torchrun_group: backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    name, options = group_options(backend, local)
+    if backend == "nccl":
+        torch.cuda.set_device(local)
+    dist.init_process_group(name, **options, **kwargs)
+    return backend
+
+
 def _loopback_ifname() -> str:
     names = [name for _, name in socket.if_nameindex()]
     return next((n for n in names if n.startswith("lo")), "lo")
@@ -223,6 +252,9 @@ def _rank_main(rank, world_size, backend, timeout, threads, workdir, fn, args, c
             import torch
             import torch.distributed as dist
 
+            from labkit.compat import torch_fallbacks
+
+            torch_fallbacks()
             torch.set_num_threads(threads)
             td = datetime.timedelta(seconds=timeout)
             store = dist.FileStore(os.path.join(workdir, "store"), world_size)

@@ -470,3 +470,14 @@ def test_ranks_are_spawned_once_the_caller_has_initialised_cuda(monkeypatch, cap
     note = capsys.readouterr().out.strip()
     assert "forked after CUDA was initialised" in note and "\n" not in note and len(note) <= 100
     assert launch(_all_reduce_rank_ids, 2)[1]["sum"] == 3.0           # spawned, still correct
+
+
+def test_an_older_torch_gets_the_newer_collective_names(monkeypatch):
+    """torch 2.11 (a GPU box's preinstalled stack) has no all_gather_single/reduce_scatter_single."""
+    from labkit.compat import torch_fallbacks
+
+    monkeypatch.delattr(dist, "all_gather_single")
+    monkeypatch.delattr(dist, "reduce_scatter_single")
+    assert torch_fallbacks() == ["all_gather_single", "reduce_scatter_single"]
+    assert dist.all_gather_single is dist.all_gather_into_tensor
+    assert dist.reduce_scatter_single is dist.reduce_scatter_tensor and torch_fallbacks() == []
