@@ -166,8 +166,9 @@ def group_options(backend: str, rank: int) -> tuple[str, dict]:
 
 
 def init_torchrun_group(backend: str = "auto", **kwargs) -> str:
-    """``init_process_group`` for a rank that torchrun (or Slurm's srun) started, reading the
-    rendezvous from the environment (RANK, WORLD_SIZE, MASTER_ADDR, LOCAL_RANK, ...).
+    """``init_process_group`` for a rank that torchrun started (on a Slurm cluster: one torchrun
+    per node, started by srun), reading the rendezvous from the environment (RANK, WORLD_SIZE,
+    MASTER_ADDR, LOCAL_RANK, ...).
 
     backend "auto": NCCL when this machine has a GPU for each of its LOCAL_WORLD_SIZE ranks, else
     gloo. Under NCCL the group is "cpu:gloo,cuda:nccl" and the rank owns cuda:$LOCAL_RANK.
