@@ -67,6 +67,6 @@ def test_cuda_peak_table_needs_a_gpu():
     if torch.cuda.is_available():
         t = lab.cuda_peak_table()
         tracker, allocator = t.column("peak bytes")
-        assert tracker <= allocator <= 1.1 * tracker     # the allocator rounds blocks up to 512 B
+        assert tracker <= allocator <= 1.1 * tracker     # above a warmed-up baseline (cuBLAS workspace out)
     else:
         pytest.skip("needs a CUDA GPU (the notebook's GPU cell; its CPU stand-in runs in test_notebooks_fake_gpu)")
