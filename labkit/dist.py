@@ -65,7 +65,7 @@ from typing import Any, Callable
 from labkit.proctree import kill_below
 
 __all__ = ["launch", "RankError", "device", "backend", "default_backend", "auto_backend", "importable",
-           "init_torchrun_group"]
+           "init_torchrun_group", "device_note"]
 
 _RANK_ENV = "LABKIT_RANK"
 _DIR_PREFIX = "labkit-launch-"
@@ -279,15 +279,34 @@ def _rank_main(rank, world_size, backend, timeout, threads, workdir, fn, args, c
             os._exit(0)
 
 
-def _check_args(fn, world_size, backend, timeout):
+def device_note(backend: str, world_size: int) -> str:
+    """The line a launch prints on a machine with GPUs, saying where its ranks compute ("" on a
+    machine without: there everything is gloo on the CPU, as the environment report says)."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not gpus:
+        return ""
+    if backend == "nccl":
+        return f"launch: {world_size} rank(s) on NCCL, rank r on cuda:r"
+    why = f"{gpus} GPU(s) here, NCCL needs one per rank" if world_size > gpus else "asked for gloo"
+    return f"launch: {world_size} rank(s) on gloo, CPU tensors ({why})"
+
+
+def _check_args(fn, world_size, backend, timeout, quiet=False):
     if not callable(fn):
         raise TypeError(f"launch: fn must be callable as fn(rank, world_size, *args), got {type(fn).__name__}")
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"launch: world_size must be an integer >= 1, got {world_size!r}")
     if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise ValueError(f"launch: timeout must be a finite positive number of seconds, got {timeout!r}")
+    note = ""
     if backend == "auto":
         backend, note = auto_backend(fn, world_size)
+        if note:
+            print(note)
+    if not note and not quiet:
+        note = device_note(backend, world_size) if backend in ("gloo", "nccl") else ""
         if note:
             print(note)
     if backend not in ("gloo", "nccl"):
@@ -444,7 +463,7 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     after ``timeout``), ValueError/TypeError (bad arguments).
     """
     _check_not_nested()
-    backend = _check_args(fn, world_size, backend, timeout)
+    backend = _check_args(fn, world_size, backend, timeout, quiet)
     method = _start_method(backend, fn)
     if method == "spawn":
         _check_picklable(fn, args)

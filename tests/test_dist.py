@@ -481,3 +481,19 @@ def test_an_older_torch_gets_the_newer_collective_names(monkeypatch):
     assert torch_fallbacks() == ["all_gather_single", "reduce_scatter_single"]
     assert dist.all_gather_single is dist.all_gather_into_tensor
     assert dist.reduce_scatter_single is dist.reduce_scatter_tensor and torch_fallbacks() == []
+
+
+def test_on_a_gpu_box_each_launch_says_where_its_ranks_compute(four_fake_gpus, capsys):
+    assert ldist.device_note("nccl", 4) == "launch: 4 rank(s) on NCCL, rank r on cuda:r"
+    assert launch(_all_reduce_rank_ids, 5)[0]["backend"] == "gloo"              # more ranks than GPUs
+    assert capsys.readouterr().out.splitlines()[0] == \
+        "launch: 5 rank(s) on gloo, CPU tensors (4 GPU(s) here, NCCL needs one per rank)"
+    launch(_all_reduce_rank_ids, 2, backend="gloo")
+    assert "launch: 2 rank(s) on gloo, CPU tensors (asked for gloo)" in capsys.readouterr().out
+    launch(_all_reduce_rank_ids, 2, backend="gloo", quiet=True)
+    assert capsys.readouterr().out == ""
+
+
+def test_without_gpus_a_launch_prints_nothing_of_its_own(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert ldist.device_note("gloo", 2) == ""
