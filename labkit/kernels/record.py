@@ -34,6 +34,11 @@ tensor's memory is out of bounds too). Untagged pointers (e.g. a ``tl.where``
 between two arguments) fall back to the argument holding most active lanes.
 Not recorded: block-pointer / tensor-descriptor loads and stores, and atomics
 (no kernel in this lab uses them).
+
+Triton versions: the interpreter's masked load/store signatures changed between releases (3.6
+and 3.7 pass ``cache_modifier, eviction_policy``, 3.8 and later one ``cache_policy``); the hooks
+bind the arguments by the installed interpreter's own signature, so 3.6 (a preinstalled GPU
+stack), 3.7.1 (the pin) and 3.9 all record the same accesses.
 """
 from __future__ import annotations
 
