@@ -184,7 +184,8 @@ def train_step(stage: GPTStage, grid: Grid, tokens: torch.Tensor, targets: torch
         boundary = (xs[0].shape[0], xs[0].shape[1], cfg.hidden)          # (b, s, h)
         rec = run_step(actions, {stage.stage: stage}, grid.pp, m, xs if stage.first else None,
                        ys if stage.last else None, boundary, dtype,
-                       group=grid.pp_group, loss_fn=stage.loss, order=order, grad_group=grid.pp_grad_group)
+                       group=grid.pp_group, loss_fn=stage.loss,
+                       order=order, grad_group=grid.pp_grad_group)   # NCCL matches by order
     timeline = [(repr(a), s, e) for a, s, e in rec.timeline]
     syncs = (("dp all-reduce", _sync_data_parallel), ("embedding all-reduce", _sync_tied))
     for label, sync in syncs:
