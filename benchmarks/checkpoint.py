@@ -73,7 +73,8 @@ def main(argv=None):
     path = write_results(
         "checkpoint", "Distributed checkpoints (DCP) of our FSDP: bytes per rank, bandwidth vs the disk, async_save",
         ["ranks", "MB", "disk write MB/s", "save MB/s", "save/disk", "disk read MB/s", "load MB/s",
-         "load/disk", "T_s s", "T_block s", "hidden", "step s", "step during s", "wait s"], rows, notes)
+         "load/disk", "T_s s", "T_block s", "hidden", "step s", "step during s", "wait s"], rows, notes,
+        ran_on="cpu (gloo ranks)")
     print(path.read_text())
 
 

@@ -88,7 +88,8 @@ def main(argv=None):
              "slowest rank; both all-reduces timed alternately in the same processes. gloo on CPU, float32. "
              + ("(--quick run) " if args.quick else "") + verdict)
     if not args.no_write:
-        path = write_results("collectives", "labkit ring all-reduce vs torch.distributed.all_reduce", header, rows, notes)
+        path = write_results("collectives", "labkit ring all-reduce vs torch.distributed.all_reduce", header, rows, notes,
+                             ran_on="cpu (gloo ranks)")
         print(f"wrote {path}")
 
 

@@ -285,7 +285,8 @@ Whole script: {total:.0f} s.
     path = write_results(
         "compiler", "torch.compile (Inductor) vs eager; recompiles; autotuning search",
         ["workload", "input", "graphs (breaks)", "eager ms", "compiled ms", "speed-up", "compile s",
-         "max |diff|"], rows, notes)
+         "max |diff|"], rows, notes,
+        ran_on="cpu" + (" (the Triton and CUDA-graph sections: cuda)" if torch.cuda.is_available() else ""))
     print(path.read_text())
 
 

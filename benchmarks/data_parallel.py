@@ -88,7 +88,7 @@ def main(argv=None):
     path = write_results(
         "data_parallel", "Data parallelism: labkit DDP vs torch.nn.parallel.DistributedDataParallel",
         ["ranks", "cap (MiB)", "ours ms", "torch ms", "ours/torch", "naive ms", "naive/ours",
-         "max |diff|"], rows, notes)
+         "max |diff|"], rows, notes, ran_on="cpu (gloo ranks)")
     print(path.read_text())
 
 

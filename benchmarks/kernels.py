@@ -126,7 +126,8 @@ def bench_gpu(quick: bool) -> None:
         ["kernel", "shape", "ours", "torch", "speed ratio (torch time / ours)", "% of peak (ours)"], rows,
         notes=("Medians of triton.testing.do_bench. Peaks (dense, datasheet): "
                + (f"{bw_peak / 1e12:.2f} TB/s, {fl_peak / 1e12:.0f} TFLOP/s fp16/bf16." if bw_peak else "unknown device.")
-               + " Targets: softmax >= 0.9x torch for N >= 1024; matmul >= 0.85x cuBLAS at 4096^3 bf16."))
+               + " Targets: softmax >= 0.9x torch for N >= 1024; matmul >= 0.85x cuBLAS at 4096^3 bf16."),
+        ran_on=f"cuda ({name})")
     print(f"wrote {path}")
 
 

@@ -59,7 +59,8 @@ def main(argv=None) -> int:
         notes += "\n\nGPU (%s):\n\n| op | n | time (ms) | TFLOP/s |\n|---|---|---|---|\n" % torch.cuda.get_device_name()
         notes += "\n".join(f"| {r[0]} | {r[1]} | {r[2]:.3g} | {r[3]:.4g} |" for r in g)
     if not a.no_write:
-        path = write_results("matmul", "Blocked matmul vs BLAS (GFLOP/s vs tile size)", header, rows, notes)
+        path = write_results("matmul", "Blocked matmul vs BLAS (GFLOP/s vs tile size)", header, rows, notes,
+                             ran_on="cpu" + (" (and the GPU section below)" if torch.cuda.is_available() else ""))
         print(f"wrote {path}")
     return 0
 

@@ -74,7 +74,8 @@ def main(argv=None):
              "file in the page cache, on a GPU box 'pinned' is page-locked host memory behind PCIe.")
     path = write_results("memory", "Memory: our checkpointing vs torch.utils.checkpoint; the offload time model",
                          ["what", "segments", "ours peak B", "closed form B", "torch peak B", "ours ms", "torch ms",
-                          "ours/torch", "ours vs plain"], rows, notes)
+                          "ours/torch", "ours vs plain"], rows, notes,
+                         ran_on="cpu" + (" (the pinned tier: cuda)" if cuda_available() else ""))
     print(path.read_text())
 
 

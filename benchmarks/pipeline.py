@@ -81,7 +81,7 @@ def main(argv=None):
              "uniform-stage formula of the non-split schedules (zero bubble does better in the simulator). With more ranks than cores, ranks "
              "share cores and both numbers say more about the machine than about the schedule.")
     path = write_results("pipeline", "Pipeline parallelism: labkit executor vs torch.distributed.pipelining",
-                         header, rows_out, notes)
+                         header, rows_out, notes, ran_on="cpu (gloo ranks)")
     print(f"wrote {path}")
 
 

@@ -247,7 +247,7 @@ Fastest grid:
 {closing}
 """
     path = write_results("planner_cpu", "Lab 11 planner vs measured 3D-parallel steps on this CPU", header,
-                         table, notes)
+                         table, notes, ran_on="cpu (gloo ranks)")
     print(f"wrote {path}")
 
 

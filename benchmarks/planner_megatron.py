@@ -126,7 +126,8 @@ Whole script: {time.perf_counter() - t0:.1f} s.
     path = write_results(
         "planner_megatron", "Auto-parallel planner vs Megatron-LM (Narayanan et al. 2021, Table 1)",
         ["B params", "paper tp×pp×dp", "GPUs", "batch", "paper TFLOP/s", "model TFLOP/s", "error %",
-         "chosen", "planner's plan", "planner s/iter", "planner MFU %", "speed-up"], table, notes)
+         "chosen", "planner's plan", "planner s/iter", "planner MFU %", "speed-up"], table, notes,
+        ran_on="none (a cost model next to published measurements; nothing timed here)")
     print(f"wrote {path}")
 
 

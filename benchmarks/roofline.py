@@ -78,7 +78,7 @@ def main(argv=None) -> None:
              "Bytes are the compulsory traffic of the cost model (each operand read once, each result written once per "
              "kernel); a write-allocate cache moves more for writes, so measured fusion ratios can exceed 9/5.")
     path = write_results("roofline", "Lab 01: measured roofline and fusion",
-                         ["quantity", "rate", "time per call", "vs unfused chain"], rows, notes)
+                         ["quantity", "rate", "time per call", "vs unfused chain"], rows, notes, ran_on=str(device))
     print("wrote", path)
 
 

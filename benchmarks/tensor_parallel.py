@@ -112,7 +112,7 @@ def main(argv=None):
              f"worst ratio {worst:.2f} ({'met' if worst <= 1.2 else 'not met'}).")
     path = write_results("tensor_parallel", "Tensor parallelism: labkit vs torch.distributed.tensor.parallel",
                          ["block", "hidden", "seq", "batch", "ours ms", "torch ms", "ours/torch", "max |diff|"],
-                         rows, notes)
+                         rows, notes, ran_on="cpu (gloo ranks)")
     print(path.read_text())
 
 

@@ -110,7 +110,7 @@ def main(argv=None):
     path = write_results(
         "zero", "ZeRO and FSDP: labkit vs PyTorch (ZeroRedundancyOptimizer, FSDP2 fully_shard)",
         ["ranks", "ours", "PyTorch", "ours ms", "torch ms", "ours/torch", "held MiB", "formula MiB",
-         "torch held MiB", "peak MiB", "torch peak MiB"], rows, notes)
+         "torch held MiB", "peak MiB", "torch peak MiB"], rows, notes, ran_on="cpu (gloo ranks)")
     print(path.read_text())
 
 

@@ -6,7 +6,11 @@ runs ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes, each
 inside an initialised default process group, and returns the per-rank return
 values (index = rank). gloo on CPU; NCCL when ``world_size`` <= number of GPUs
 and ``fn`` lives in an importable .py module (a notebook cell's function runs
-on gloo, with a one-line note saying why).
+on gloo, with a one-line note saying why). Under NCCL the group is
+``"cpu:gloo,cuda:nccl"``: CUDA tensors go through NCCL and CPU tensors (a step
+counter, a timing) through gloo; rank r owns GPU r, and `device()` names it.
+Rank code makes its tensors with ``device=labkit.dist.device()``; what a rank
+returns comes back as CPU tensors.
 
 Guarantees (each is tested in tests/test_dist.py):
 - the ranks meet through a FileStore in a private temporary folder and gloo
@@ -14,6 +18,10 @@ Guarantees (each is tested in tests/test_dist.py):
   same time never collide and nothing listens beyond 127.0.0.1 (a TCP store
   would listen on every interface, and its client connect sometimes stalls
   for seconds);
+- CPU ranks are forked (a notebook cell's function runs), except when the caller has
+  already initialised CUDA: a forked child cannot use CUDA and inherits a driver state it
+  must not touch, so importable functions are spawned then (others are forked and run on
+  CPU, with a one-line note);
 - a spawned rank gets ``cores // world_size`` torch threads (at least 1); a forked
   rank computes with one thread: GNU OpenMP (torch's CPU thread pool) hangs in a
   child forked from a process that has already used a thread team, which a
@@ -56,7 +64,8 @@ from typing import Any, Callable
 
 from labkit.proctree import kill_below
 
-__all__ = ["launch", "RankError", "device", "default_backend", "auto_backend", "importable"]
+__all__ = ["launch", "RankError", "device", "backend", "default_backend", "auto_backend", "importable",
+           "init_torchrun_group", "device_note"]
 
 _RANK_ENV = "LABKIT_RANK"
 _DIR_PREFIX = "labkit-launch-"
@@ -118,13 +127,71 @@ def auto_backend(fn, world_size: int) -> tuple[str, str]:
 
 
 def device():
-    """The torch.device a rank should compute on: cuda:<rank> under NCCL, else cpu."""
+    """The torch.device this rank computes on: its own GPU under NCCL, else the CPU.
+
+    Rank r of a `launch` owns ``cuda:r``; under torchrun a rank owns ``cuda:$LOCAL_RANK``
+    (its index on its own machine). Outside a process group: the CPU.
+    """
     import torch
     import torch.distributed as dist
 
-    if dist.is_initialized() and dist.get_backend() == "nccl":
-        return torch.device("cuda", dist.get_rank() % torch.cuda.device_count())
+    if dist.is_initialized() and "nccl" in str(dist.get_backend()):
+        local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
+        return torch.device("cuda", local % torch.cuda.device_count())
     return torch.device("cpu")
+
+
+def backend() -> str:
+    """The default group's backend in one word: "nccl" (CUDA tensors; CPU ones go through gloo),
+    "gloo", or "none" outside a process group. What notebooks print next to a run."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return "none"
+    name = str(dist.get_backend())
+    return next((b for b in ("nccl", "gloo") if b in name), name)
+
+
+def group_options(backend: str, rank: int) -> tuple[str, dict]:
+    """The backend string and keyword arguments `init_process_group` gets for ``backend`` on ``rank``.
+
+    NCCL serves CUDA tensors only, so an NCCL launch asks for ``"cpu:gloo,cuda:nccl"`` (CPU tensors
+    go through gloo) and binds rank r to GPU r (``device_id``: the communicator is made at once).
+    """
+    if backend != "nccl":
+        return backend, {}
+    import torch
+
+    return "cpu:gloo,cuda:nccl", {"device_id": torch.device("cuda", rank)}
+
+
+def init_torchrun_group(backend: str = "auto", **kwargs) -> str:
+    """``init_process_group`` for a rank that torchrun started (on a Slurm cluster: one torchrun
+    per node, started by srun), reading the rendezvous from the environment (RANK, WORLD_SIZE,
+    MASTER_ADDR, LOCAL_RANK, ...).
+
+    backend "auto": NCCL when this machine has a GPU for each of its LOCAL_WORLD_SIZE ranks, else
+    gloo. Under NCCL the group is "cpu:gloo,cuda:nccl" and the rank owns cuda:$LOCAL_RANK.
+    ``kwargs`` go to ``init_process_group`` (store=, rank=, world_size=, timeout=). Returns the
+    backend chosen ("nccl" or "gloo"). Gloo picks its network interface from the host name; set
+    GLOO_SOCKET_IFNAME (e.g. to the cluster's interface, or "lo" on one machine) to choose it.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from labkit.compat import torch_fallbacks
+
+    torch_fallbacks()
+    if backend == "auto":
+        backend = default_backend(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"init_torchrun_group: backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    name, options = group_options(backend, local)
+    if backend == "nccl":
+        torch.cuda.set_device(local)
+    dist.init_process_group(name, **options, **kwargs)
+    return backend
 
 
 def _loopback_ifname() -> str:
@@ -143,11 +210,27 @@ def _die_with_parent() -> None:
             pass
 
 
+class _HostPickler(pickle.Pickler):
+    """Pickles a GPU tensor as its CPU copy: the caller may have no CUDA (or must not start it)."""
+
+    def reducer_override(self, obj):
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(obj, torch.Tensor) and obj.device.type not in ("cpu", "meta"):
+            return obj.detach().cpu().__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+        return NotImplemented
+
+
+def _dumps(payload) -> bytes:
+    buf = io.BytesIO()
+    _HostPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(payload)
+    return buf.getvalue()
+
+
 def _send(conn, payload: tuple) -> None:
     # Plain pickle (not multiprocessing's): tensors travel by value, not as
-    # shared-memory handles that die with this process.
+    # shared-memory handles that die with this process; GPU tensors as CPU copies.
     try:
-        data = pickle.dumps(payload)
+        data = _dumps(payload)
     except Exception as e:  # an unpicklable return value
         message = f"the return value of fn could not be pickled ({type(e).__name__}: {e}); return plain data or tensors"
         data = pickle.dumps(("err", time.time(), "PicklingError", message, "", payload[-1]))
@@ -170,15 +253,17 @@ def _rank_main(rank, world_size, backend, timeout, threads, workdir, fn, args, c
             import torch
             import torch.distributed as dist
 
+            from labkit.compat import torch_fallbacks
+
+            torch_fallbacks()
             torch.set_num_threads(threads)
             td = datetime.timedelta(seconds=timeout)
             store = dist.FileStore(os.path.join(workdir, "store"), world_size)
             store.set_timeout(td)
-            kw = {}
+            name, kw = group_options(backend, rank)
             if backend == "nccl":
                 torch.cuda.set_device(rank)
-                kw["device_id"] = torch.device("cuda", rank)
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=td, **kw)
+            dist.init_process_group(name, store=store, rank=rank, world_size=world_size, timeout=td, **kw)
             with contextlib.redirect_stdout(out):
                 result = fn(rank, world_size, *args)
         except BaseException as e:  # noqa: BLE001 - everything goes back to the caller
@@ -194,15 +279,34 @@ def _rank_main(rank, world_size, backend, timeout, threads, workdir, fn, args, c
             os._exit(0)
 
 
-def _check_args(fn, world_size, backend, timeout):
+def device_note(backend: str, world_size: int) -> str:
+    """The line a launch prints on a machine with GPUs, saying where its ranks compute ("" on a
+    machine without: there everything is gloo on the CPU, as the environment report says)."""
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not gpus:
+        return ""
+    if backend == "nccl":
+        return f"launch: {world_size} rank(s) on NCCL, rank r on cuda:r"
+    why = f"{gpus} GPU(s) here, NCCL needs one per rank" if world_size > gpus else "asked for gloo"
+    return f"launch: {world_size} rank(s) on gloo, CPU tensors ({why})"
+
+
+def _check_args(fn, world_size, backend, timeout, quiet=False):
     if not callable(fn):
         raise TypeError(f"launch: fn must be callable as fn(rank, world_size, *args), got {type(fn).__name__}")
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"launch: world_size must be an integer >= 1, got {world_size!r}")
     if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise ValueError(f"launch: timeout must be a finite positive number of seconds, got {timeout!r}")
+    note = ""
     if backend == "auto":
         backend, note = auto_backend(fn, world_size)
+        if note:
+            print(note)
+    if not note and not quiet:
+        note = device_note(backend, world_size) if backend in ("gloo", "nccl") else ""
         if note:
             print(note)
     if backend not in ("gloo", "nccl"):
@@ -216,11 +320,23 @@ def _check_args(fn, world_size, backend, timeout):
     return backend
 
 
-def _start_method(backend: str) -> str:
+def _cuda_initialised() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
+
+
+def _start_method(backend: str, fn=None) -> str:
     # CUDA cannot be used in a forked child, so NCCL spawns; on CPU, fork lets a
-    # function defined in a notebook cell run, and starts ranks in milliseconds.
+    # function defined in a notebook cell run, and starts ranks in milliseconds. Once
+    # the caller has initialised CUDA, a forked child inherits a driver state it must
+    # not touch: spawn whatever can be spawned.
     if backend == "nccl" or "fork" not in mp.get_all_start_methods():
         return "spawn"
+    if _cuda_initialised() and fn is not None:
+        if importable(fn):
+            return "spawn"
+        print(f"launch: {getattr(fn, '__name__', 'fn')} is forked after CUDA was initialised here; "
+              "its ranks must stay on the CPU")
     return "fork"
 
 
@@ -350,8 +466,8 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     after ``timeout``), ValueError/TypeError (bad arguments).
     """
     _check_not_nested()
-    backend = _check_args(fn, world_size, backend, timeout)
-    method = _start_method(backend)
+    backend = _check_args(fn, world_size, backend, timeout, quiet)
+    method = _start_method(backend, fn)
     if method == "spawn":
         _check_picklable(fn, args)
     else:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch._subclasses.fake_tensor import is_fake
 from torch import nn
 
 from labkit.checks import check_int, check_real
@@ -207,7 +208,7 @@ def check_tokens(fn: str, name: str, t, cfg: GPTConfig, like: torch.Tensor | Non
         raise ValueError(f"{fn}: {name} has shape {tuple(t.shape)}, tokens have {tuple(like.shape)}")
     if t.shape[1] > cfg.seq_len:
         raise ValueError(f"{fn}: {name} has {t.shape[1]} positions, the model has seq_len={cfg.seq_len}")
-    if t.device.type == "meta":           # shapes only, no values to check
+    if t.device.type == "meta" or is_fake(t):   # shapes only (meta, FakeTensorMode): no values to check
         return
     lo, hi = int(t.min()), int(t.max())
     if lo < 0 or hi >= cfg.vocab:

@@ -35,7 +35,7 @@ def ring_reduce_scatter_chunks(buf, bounds):
         return stats
     right, left = (rank + 1) % n, (rank - 1) % n
     biggest = max(bounds[i + 1] - bounds[i] for i in range(n))
-    incoming = torch.empty(biggest, dtype=buf.dtype)
+    incoming = torch.empty(biggest, dtype=buf.dtype, device=buf.device)
     for s in range(n - 1):
         send_c = (rank - s - 1) % n
         recv_c = (rank - s - 2) % n

@@ -98,7 +98,7 @@ class _VocabCE(torch.autograd.Function):
     def backward(ctx, grad):
         softmax, local, mine = ctx.saved_tensors
         g = softmax.clone()
-        idx = torch.arange(g.shape[0])
+        idx = torch.arange(g.shape[0], device=g.device)
         g[idx[mine], local[mine]] -= 1.0
         return g * (grad / g.shape[0]), None, None
 

@@ -45,7 +45,7 @@ def zero1_step(param, grad, state, lr, momentum):
     n, r = dist.get_world_size(), dist.get_rank()
     size = math.ceil(param.numel() / n)                    # P'/N
     lo, hi = r * size, (r + 1) * size
-    g_shard = torch.empty(size, dtype=grad.dtype)
+    g_shard = torch.empty(size, dtype=grad.dtype, device=grad.device)
     dist.reduce_scatter_single(g_shard, _padded(grad, n * size))
     g_shard /= n                                           # the mean over ranks
     if "momentum" not in state:
@@ -61,7 +61,7 @@ def zero1_step(param, grad, state, lr, momentum):
 
 def _gather_weight(shard, out_features, in_features):
     n = dist.get_world_size()
-    full = torch.empty(n * shard.numel(), dtype=shard.dtype)
+    full = torch.empty(n * shard.numel(), dtype=shard.dtype, device=shard.device)
     dist.all_gather_single(full, shard.detach().contiguous())
     return full[:out_features * in_features].view(out_features, in_features)
 

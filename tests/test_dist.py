@@ -20,7 +20,8 @@ def _all_reduce_rank_ids(rank, world_size):
         "sum": t.item(),
         "rank": dist.get_rank(),
         "world": dist.get_world_size(),
-        "backend": dist.get_backend(),
+        "backend": ldist.backend(),
+        "device": str(ldist.device()),
         "threads": torch.get_num_threads(),
         "pid": os.getpid(),
     }
@@ -225,13 +226,14 @@ def test_backend_choice_and_device_on_cpu():
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL test needs at least 2 GPUs (none or one here)")
 def test_nccl_all_reduce_on_gpus():
-    out = launch(_all_reduce_rank_ids, 2, backend="nccl")
+    out = launch(_all_reduce_rank_ids, 2, backend="nccl")   # a CPU tensor: served by the group's gloo part
     assert [o["backend"] for o in out] == ["nccl", "nccl"] and out[0]["sum"] == 3.0
+    assert [o["device"] for o in out] == ["cuda:0", "cuda:1"]
 
 
 def test_spawned_ranks_work_too(monkeypatch):
     # NCCL launches spawn their ranks; exercise that path on CPU with gloo.
-    monkeypatch.setattr(ldist, "_start_method", lambda backend: "spawn")
+    monkeypatch.setattr(ldist, "_start_method", lambda backend, fn=None: "spawn")
     out = launch(_all_reduce_rank_ids, 2, timeout=60)
     assert [o["sum"] for o in out] == [3.0, 3.0]
     with pytest.raises(TypeError, match="cannot be sent to spawned ranks"):
@@ -400,3 +402,98 @@ def test_a_notebook_function_runs_on_gloo_with_a_note_when_gpus_are_present(four
     assert "launch: <lambda> runs on gloo (CPU)" in capsys.readouterr().out
     with pytest.raises(TypeError, match="cannot be sent to spawned ranks"):   # nccl asked for explicitly
         launch(lambda r, w: r, 2, backend="nccl")
+
+
+def test_nccl_group_serves_cpu_tensors_and_binds_each_rank_to_its_gpu(four_fake_gpus):
+    assert ldist.group_options("nccl", 3) == ("cpu:gloo,cuda:nccl", {"device_id": torch.device("cuda", 3)})
+    assert ldist.group_options("gloo", 3) == ("gloo", {})
+
+
+@pytest.mark.parametrize("local_rank", [None, "1"])
+def test_device_is_the_ranks_own_gpu_under_nccl(four_fake_gpus, monkeypatch, local_rank):
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: "cpu:gloo,cuda:nccl")
+    if local_rank is None:
+        monkeypatch.delenv("LOCAL_RANK", raising=False)
+    else:                                   # torchrun: rank 6 is the second process of its machine
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+    devices = []
+    for rank in range(4) if local_rank is None else (6,):
+        monkeypatch.setattr(dist, "get_rank", lambda group=None, r=rank: r)
+        devices.append(ldist.device())
+    want = [torch.device("cuda", r) for r in range(4)] if local_rank is None else [torch.device("cuda", 1)]
+    assert devices == want and ldist.backend() == "nccl"
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: "gloo")
+    assert ldist.device() == torch.device("cpu") and ldist.backend() == "gloo"
+
+
+def _group_kind(rank, ws):
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    return dist.get_backend(), ldist.backend(), str(ldist.device()), t.tolist()
+
+
+def test_a_device_map_backend_string_goes_through_launch(monkeypatch):
+    # An NCCL launch passes "cpu:gloo,cuda:nccl"; its CPU half, "cpu:gloo", runs here the same way.
+    monkeypatch.setattr(ldist, "group_options", lambda backend, rank: ("cpu:gloo", {}))
+    assert launch(_group_kind, 2) == [("cpu:gloo", "gloo", "cpu", [2.0, 2.0])] * 2
+
+
+class _OnGpu(torch.Tensor):
+    """A stand-in for a CUDA tensor on this CPU-only machine: it says it is on cuda:0."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+    def cpu(self):
+        return self.as_subclass(torch.Tensor).clone()
+
+
+def _returns_gpu_tensors(rank, ws):
+    gpu = torch.Tensor._make_subclass(_OnGpu, torch.arange(3.0) + rank)
+    return {"t": gpu, "nested": [gpu * 1]}
+
+
+def test_gpu_tensors_a_rank_returns_arrive_on_the_cpu():
+    out = launch(_returns_gpu_tensors, 2)
+    for rank, got in enumerate(out):
+        for t in (got["t"], got["nested"][0]):
+            assert type(t) is torch.Tensor and t.device.type == "cpu" and t.tolist() == [rank, rank + 1, rank + 2]
+
+
+def test_ranks_are_spawned_once_the_caller_has_initialised_cuda(monkeypatch, capsys):
+    assert ldist._start_method("gloo", _all_reduce_rank_ids) == "fork"
+    monkeypatch.setattr(ldist, "_cuda_initialised", lambda: True)
+    assert ldist._start_method("gloo", _all_reduce_rank_ids) == "spawn"
+    assert ldist._start_method("gloo", lambda r, w: r) == "fork"       # a notebook cell's function
+    note = capsys.readouterr().out.strip()
+    assert "forked after CUDA was initialised" in note and "\n" not in note and len(note) <= 100
+    assert launch(_all_reduce_rank_ids, 2)[1]["sum"] == 3.0           # spawned, still correct
+
+
+def test_an_older_torch_gets_the_newer_collective_names(monkeypatch):
+    """torch 2.11 (a GPU box's preinstalled stack) has no all_gather_single/reduce_scatter_single."""
+    from labkit.compat import torch_fallbacks
+
+    monkeypatch.delattr(dist, "all_gather_single")
+    monkeypatch.delattr(dist, "reduce_scatter_single")
+    assert torch_fallbacks() == ["all_gather_single", "reduce_scatter_single"]
+    assert dist.all_gather_single is dist.all_gather_into_tensor
+    assert dist.reduce_scatter_single is dist.reduce_scatter_tensor and torch_fallbacks() == []
+
+
+def test_on_a_gpu_box_each_launch_says_where_its_ranks_compute(four_fake_gpus, capsys):
+    assert ldist.device_note("nccl", 4) == "launch: 4 rank(s) on NCCL, rank r on cuda:r"
+    assert launch(_all_reduce_rank_ids, 5)[0]["backend"] == "gloo"              # more ranks than GPUs
+    assert capsys.readouterr().out.splitlines()[0] == \
+        "launch: 5 rank(s) on gloo, CPU tensors (4 GPU(s) here, NCCL needs one per rank)"
+    launch(_all_reduce_rank_ids, 2, backend="gloo")
+    assert "launch: 2 rank(s) on gloo, CPU tensors (asked for gloo)" in capsys.readouterr().out
+    launch(_all_reduce_rank_ids, 2, backend="gloo", quiet=True)
+    assert capsys.readouterr().out == ""
+
+
+def test_without_gpus_a_launch_prints_nothing_of_its_own(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert ldist.device_note("gloo", 2) == ""

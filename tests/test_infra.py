@@ -111,3 +111,23 @@ def test_show_gives_file_line_and_source_of_functions_kernels_and_text(capsys):
     assert capsys.readouterr().out.startswith("# labkit/bench.py:")
     with pytest.raises(ValueError, match="show: no source"):
         source(42)
+
+
+def test_results_header_names_the_device_a_table_ran_on(monkeypatch):
+    """A gloo benchmark on a GPU box ran on the CPU: its header says so, with the machine after it."""
+    import ast
+    import dataclasses
+    from pathlib import Path
+
+    from labkit import env
+
+    gpu_box = dataclasses.replace(env.report(verbose=False), device="cuda", device_name="NVIDIA H100",
+                                  compute_units=132, compute_unit_kind="SMs")
+    monkeypatch.setattr(env, "report", lambda verbose=True: gpu_box)
+    head = bench.environment_header(ran_on="cpu (gloo ranks)").splitlines()[0]
+    assert head == "- device: cpu (gloo ranks); machine: cuda (NVIDIA H100), 132 SMs"
+    assert bench.environment_header().startswith("- device: cuda (NVIDIA H100), 132 SMs\n")
+    for script in sorted((Path(bench.__file__).parents[1] / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(script.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "write_results":
+                assert any(k.arg == "ran_on" for k in node.keywords), f"{script.name}: write_results without ran_on"

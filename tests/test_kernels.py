@@ -610,3 +610,64 @@ def test_lab04_worked_problems():
     trace = online_softmax_trace([1.0, 0.0, 5.0, 2.0, 3.0, -1.0], 2)      # block maxima 1, 5, 3
     assert [t["block_max"] for t in trace] == [1.0, 5.0, 3.0]
     assert round(trace[1]["scale"], 3) == 0.018 and trace[2]["scale"] == 1.0 and trace[-1]["m"] == 5.0
+
+
+@needs_interp
+def test_older_tritons_scalar_index_falls_back(monkeypatch):
+    """Triton 3.6's interpreter reads a scalar as int(array), which NumPy >= 2.4 refuses for its
+    1-element arrays: range(0, tl.cdiv(K, BLOCK_K)) in the matmul kernel failed. labkit.kernels.compat
+    patches it on Triton < 3.7; here 3.6's behaviour is put back and the patch applied to it."""
+    from triton.runtime import interpreter as I
+
+    from labkit.kernels import compat
+
+    original = I._patch_lang_tensor
+
+    def as_in_3_6(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    monkeypatch.setattr(I, "_patch_lang_tensor", as_in_3_6)
+    a, b = torch.randn(20, 40), torch.randn(40, 24)
+    if tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 4):
+        with pytest.raises(Exception, match="0-dimensional"):
+            matmul(a, b)
+    assert not compat.patch_interpreter_scalar_index()           # 3.7+: nothing to do
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    assert compat.patch_interpreter_scalar_index() and compat.patch_interpreter_scalar_index()
+    torch.testing.assert_close(matmul(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- shared memory against the device's limit
+H100_SMEM, A100_SMEM = 232448, 167936      # bytes per block (opt-in), as torch reports them
+
+
+def test_attention_tiles_fit_the_devices_shared_memory():
+    from labkit.kernels.attention import gpu_tiles, shared_bytes
+
+    assert shared_bytes(128, 32, 256, 4, 3) == 278528 > H100_SMEM      # the defaults, fp32, head dim 256
+    assert gpu_tiles(128, 4, H100_SMEM) == (128, 32, 3)                 # fits: unchanged
+    assert gpu_tiles(64, 2, H100_SMEM) == (128, 64, 3)
+    assert gpu_tiles(256, 4, H100_SMEM) == (128, 32, 2)                 # one stage fewer
+    assert gpu_tiles(256, 4, A100_SMEM) == (64, 32, 2)                  # then smaller tiles
+    assert gpu_tiles(256, 4, None) == (128, 32, 3)                      # interpreter: no limit
+    for d, size in ((256, 4), (256, 2), (128, 4), (40, 4)):
+        for limit in (H100_SMEM, A100_SMEM, 101376):
+            bm, bn, stages = gpu_tiles(d, size, limit)
+            assert shared_bytes(bm, bn, max(16, triton.next_power_of_2(d)), size, stages) <= limit
+    with pytest.raises(ValueError, match=r"attention: tiles 128x32 at head dim 256 \(4-byte elements\) need "
+                                         r"\d+ KiB of shared memory per program, this GPU allows 40 KiB"):
+        gpu_tiles(256, 4, 40 * 1024, block_m=128, block_n=32)
+
+
+def test_matmul_config_that_cannot_fit_is_refused_in_one_line():
+    from labkit.kernels.matmul import GPU_CONFIGS, check_config, shared_bytes
+
+    big = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 3}
+    assert shared_bytes(big, 4) == 2 * (128 * 64 + 64 * 256) * 4 == 196608
+    assert check_config(big, 4, H100_SMEM) == big and check_config(big) == big    # no limit: interpreter
+    with pytest.raises(ValueError, match=r"^matmul: tiles 128x256x64 with 3 stages \(4-byte elements\) need 192 "
+                                         r"KiB of shared memory per program, this GPU allows 164 KiB; use smaller"):
+        check_config(big, 4, A100_SMEM)
+    assert check_config(big, 2, A100_SMEM)                                          # fp16 halves it
+    assert all(shared_bytes({**c.kwargs, "num_stages": c.num_stages}, 2) <= A100_SMEM for c in GPU_CONFIGS)

@@ -107,3 +107,54 @@ def test_pytorch_schedules_give_the_same_loss_and_grads(kind, p, v):
     for s in range(cfg.num_stages):
         for a, b in zip(ours.grads[s], grads[s]):
             torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
+
+
+# ---- NCCL matches point-to-point messages by order, not by tag: the executor's ordered mode,
+# ---- run here on gloo with every tag set to 0 (so gloo matches by order too)
+
+def test_message_order_is_each_senders_action_order():
+    from labkit.pipeline.executor import message_order
+
+    assert message_order(schedule("gpipe", 2, 3)) == {(0, 1, "act"): [(0, 0), (0, 1), (0, 2)],
+                                                      (1, 0, "grad"): [(0, 0), (0, 1), (0, 2)]}
+    interleaved = message_order(schedule("interleaved_1f1b", 2, 2, 2))   # stages 0, 2 on rank 0
+    assert set(interleaved) == {(0, 1, "act"), (1, 0, "act"), (1, 0, "grad"), (0, 1, "grad")}
+    assert sorted(interleaved[(1, 0, "act")]) == [(1, 0), (1, 1)]
+
+
+def _out_of_order():
+    """Stage 1 takes microbatch 1 before 0: it receives activations in the reverse of their send order."""
+    from labkit.pipeline import Action as A
+
+    return {0: [A(0, "F", 0), A(0, "F", 1), A(0, "B", 1), A(0, "B", 0)],
+            1: [A(1, "F", 1), A(1, "F", 0), A(1, "B", 1), A(1, "B", 0)]}
+
+
+@pytest.mark.parametrize("case", ["out_of_order", "interleaved_zb"])
+def test_executor_without_tags_matches_messages_by_order(case, monkeypatch):
+    from labkit.pipeline import executor
+
+    sched = _out_of_order() if case == "out_of_order" else schedule("interleaved_zb", 2, 4, 2)
+    check_schedule(sched)
+    stages, m = (2, 2) if case == "out_of_order" else (4, 4)
+    cfg = MLPConfig(num_stages=stages, num_microbatches=m, width=8, batch=2 * m)
+    loss, grads = reference_step(cfg)
+    monkeypatch.setattr(executor, "act_tag", lambda *a: 0)        # what NCCL does with tags
+    monkeypatch.setattr(executor, "grad_tag", lambda *a: 0)
+
+    def error(run):
+        return max((a - b).abs().max().item() for s in range(stages) for a, b in zip(run.grads[s], grads[s]))
+
+    monkeypatch.setattr(executor, "ordered_p2p", lambda: False)  # receive in our own order: wrong data
+    assert error(run_pipeline(sched, cfg, timeout=60)) > 1e-3
+    monkeypatch.setattr(executor, "ordered_p2p", lambda: True)   # in each sender's order, one group per direction
+    run = run_pipeline(sched, cfg, timeout=60)
+    assert run.loss == pytest.approx(loss, abs=ATOL) and error(run) <= ATOL
+
+
+def test_a_learners_backward_receives_by_tag_so_it_runs_on_gloo():
+    from labkit.pipeline.executor import message_order, run_step
+
+    with pytest.raises(ValueError, match="receives by tag itself"):
+        run_step([], {}, 1, 1, None, None, (1,), torch.float64, backward_fn=print,
+                 order=message_order(schedule("gpipe", 1, 1)))

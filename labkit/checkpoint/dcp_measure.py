@@ -21,6 +21,7 @@ from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
 from labkit.checks import check_int
 from labkit.checkpoint.distributed import (MODEL, OPTIM, _metadata, async_save_sharded, checkpoint_group, checkpoint_state, chunk_numel, load_sharded, save_sharded)
+from labkit.dist import device
 
 # ----------------------------------------------------------------------------- bytes on disk
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def checkpoint_run(rank: int, world: int, cfg, steps: int, load_from=None, save_
     lo, hi = rank * global_batch // world, (rank + 1) * global_batch // world
     losses = []
     for step in range(start, start + steps):
-        tokens, targets = batch(cfg, global_batch, seed=step)
+        tokens, targets = (t.to(device()) for t in batch(cfg, global_batch, seed=step))
         opt.zero_grad()
         _, loss = model(tokens[lo:hi], targets[lo:hi])
         loss.backward()
@@ -198,7 +199,7 @@ def time_checkpoint(rank: int, world: int, cfg, folder, repeat: int = 3, steps_d
     from labkit.zero.training import build
 
     model, opt = build("fsdp", cfg, torch.float32)
-    tokens, targets = batch(cfg, batch_per_rank, seed=rank)
+    tokens, targets = (t.to(device()) for t in batch(cfg, batch_per_rank, seed=rank))
 
     def step():
         opt.zero_grad()
@@ -309,7 +310,7 @@ class CheckpointTiming:
 
 def measure_checkpoint(world: int = 2, cfg=None, repeat: int = 3, steps_during: int = 2,
                        folder=None, timeout: float = 300.0) -> CheckpointTiming:
-    """Run `time_checkpoint` on ``world`` gloo ranks and the disk baseline on the same file system
+    """Run `time_checkpoint` on ``world`` ranks (gloo, or NCCL with a GPU each) and the disk baseline on the same file system
     (``folder``, default a temporary folder) with the checkpoint's bytes."""
     import shutil
     import tempfile
@@ -323,7 +324,7 @@ def measure_checkpoint(world: int = 2, cfg=None, repeat: int = 3, steps_during: 
     cfg = cfg or GPTConfig(layers=2, hidden=128, heads=4, seq_len=32, vocab=512)
     tmp = tempfile.mkdtemp(prefix="labkit-dcp-", dir=folder)
     try:
-        ranks = launch(time_checkpoint, world, cfg, tmp, repeat, steps_during, backend="gloo", timeout=timeout)
+        ranks = launch(time_checkpoint, world, cfg, tmp, repeat, steps_during, timeout=timeout)
         total = sum(r["bytes"] for r in ranks) + ranks[0]["metadata_bytes"]
         write_s, read_s = disk_baseline(tmp, total, repeat=repeat)
     finally:
@@ -353,13 +354,13 @@ def reshard_table(saved_on: int = 3, load_on=(1, 2, 4), cfg=None, steps: int = 2
 
     cfg = cfg or GPTConfig(layers=2, hidden=12, heads=2, seq_len=6, vocab=29)
     gathered = partial(checkpoint_run, gather=True)
-    whole = launch(checkpoint_run, saved_on, cfg, steps + more, backend="gloo", quiet=True)[0]["params"]
+    whole = launch(checkpoint_run, saved_on, cfg, steps + more, quiet=True)[0]["params"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="labkit-dcp-") as folder:
-        saved = launch(gathered, saved_on, cfg, steps, None, folder, backend="gloo", quiet=True)[0]["saved"]
+        saved = launch(gathered, saved_on, cfg, steps, None, folder, quiet=True)[0]["saved"]
         sizes = file_bytes(folder)
         for m in load_on:
-            runs = launch(gathered, m, cfg, more, folder, backend="gloo", quiet=True)
+            runs = launch(gathered, m, cfg, more, folder, quiet=True)
             exact = all(equal_state(saved, r["loaded"]) for r in runs)
             params = runs[0]["params"]
             rows.append((saved_on, m, "yes" if exact else "NO",

@@ -6,14 +6,15 @@
 torchrun starts one worker process per rank with the rendezvous in its environment (RANK,
 WORLD_SIZE, MASTER_ADDR, ...); ``init_process_group`` reads it. When a worker dies, the agent
 stops the others and starts them all again, up to ``--max-restarts`` times, telling each attempt
-its number in TORCHELASTIC_RESTART_COUNT. Our script needs nothing more than Lab 12's resume:
+its number. Our script needs nothing more than Lab 12's resume:
 every attempt starts from the newest good checkpoint in ``--folder``. ``--fail R S`` kills rank R
 with SIGKILL after step S in the first attempt only, as a crashed node would. Rank 0 writes the
 result (`train`'s: parameters, optimizer state, losses) and its attempt to ``--out``.
 
-On a cluster, give torchrun ``--nnodes``, ``--rdzv-backend c10d`` and ``--rdzv-endpoint`` instead
-of ``--standalone``; nothing in the script changes. Here gloo is told to stay on the loopback
-interface (GLOO_SOCKET_IFNAME), as `labkit.dist.launch` does.
+On a cluster, give torchrun ``--nnodes``, ``--node-rank``, ``--rdzv-backend c10d`` and
+``--rdzv-endpoint`` instead of ``--standalone``; nothing in the script changes (README's "More
+than one machine"). Gloo picks its network interface from the host name; set GLOO_SOCKET_IFNAME
+to choose one ("lo" for several agents on one machine, as the tests run it).
 """
 from __future__ import annotations
 
@@ -26,21 +27,29 @@ import torch
 import torch.distributed as dist
 
 from labkit.checkpoint.resume import RunConfig, train
+from labkit.dist import init_torchrun_group
 
 
-def init_process_group(attempt: int) -> None:
-    """gloo's process group for this attempt. The agent's store (TORCHELASTIC_USE_AGENT_STORE)
-    outlives restarts at the same address, and the keys an attempt's ranks publish there would be
-    read again by the next attempt's ranks, which then try to connect to the dead ones (seen with
-    torch 2.13; cf. pytorch/pytorch#167288). A prefix per attempt keeps each attempt's keys apart."""
+def init_process_group() -> int:
+    """gloo's process group for this attempt; returns the attempt's number (0 for the first).
+
+    The agent's store (TORCHELASTIC_USE_AGENT_STORE) outlives restarts at the same address, and the
+    keys an attempt's ranks publish there would be read again by the next attempt's ranks, which
+    then try to connect to the dead ones (seen with torch 2.13; cf. pytorch/pytorch#167288). A
+    prefix per attempt keeps each attempt's keys apart. The attempt is counted in that store, not
+    read from TORCHELASTIC_RESTART_COUNT: each machine's agent keeps its own count, and an agent
+    whose workers were restarted because another machine's died does not count that restart, so
+    on two machines the counts differ and the ranks would never meet."""
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
-        dist.init_process_group("gloo")
-        return
+        init_torchrun_group("gloo")
+        return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False,
                           timeout=datetime.timedelta(seconds=60))
-    dist.init_process_group("gloo", store=dist.PrefixStore(f"labkit/attempt-{attempt}", store), rank=rank,
-                            world_size=world)
+    attempt = (store.add("labkit/workers-started", 1) - 1) // world   # every worker of every attempt adds 1
+    init_torchrun_group("gloo", store=dist.PrefixStore(f"labkit/attempt-{attempt}", store), rank=rank,
+                        world_size=world)
+    return attempt
 
 
 def main(argv=None) -> int:
@@ -54,9 +63,7 @@ def main(argv=None) -> int:
     if "RANK" not in os.environ:
         print("elastic: run me under torchrun (see the module docstring)", file=sys.stderr)
         return 2
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    init_process_group(attempt)
+    attempt = init_process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
     fault = tuple(a.fail) if a.fail and attempt == 0 else None
     result = train(rank, world, RunConfig(), a.steps, a.folder, resume=True, fault=fault)

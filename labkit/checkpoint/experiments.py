@@ -230,33 +230,38 @@ def crash_test(save, cases, timeout_s: float = 30.0) -> list[dict]:
 
 # ---------------------------------------------------------------------- resume experiment
 @contextlib.contextmanager
-def fake_cuda(devices: int = 1, seed: int = 0):
-    """Within the block, torch reports ``devices`` CUDA devices whose random generators are CPU
-    ``torch.Generator``s: get_rng_state(_all) / set_rng_state(_all) / manual_seed(_all) work on them.
+def fake_cuda(devices: int = 1, seed: int = 0, current: int = 0):
+    """Within the block, torch reports ``devices`` initialised CUDA devices, ``current`` being this
+    process's, whose random generators are CPU ``torch.Generator``s: get_rng_state(_all) /
+    set_rng_state(_all) / manual_seed(_all) work on them ("cuda" alone: the current device).
     Yields the list of generators (what a step on a "GPU" draws from)."""
     gens = [torch.Generator().manual_seed(seed + d) for d in range(devices)]
     saved = {name: getattr(torch.cuda, name) for name in
-             ("is_available", "device_count", "get_rng_state", "set_rng_state", "get_rng_state_all",
-              "set_rng_state_all", "manual_seed", "manual_seed_all")}
-    torch.cuda.is_available = lambda: True
+             ("is_available", "is_initialized", "device_count", "current_device", "get_rng_state",
+              "set_rng_state", "get_rng_state_all", "set_rng_state_all", "manual_seed", "manual_seed_all")}
+
+    def _index(device) -> int:
+        index = device if isinstance(device, int) else torch.device(device).index
+        if index is None:
+            return current
+        if not 0 <= index < devices:
+            raise RuntimeError(f"CUDA error: invalid device ordinal {index} ({devices} device(s))")
+        return index
+
+    torch.cuda.is_available = torch.cuda.is_initialized = lambda: True
     torch.cuda.device_count = lambda: devices
+    torch.cuda.current_device = lambda: current
     torch.cuda.get_rng_state = lambda device="cuda": gens[_index(device)].get_state()
     torch.cuda.set_rng_state = lambda state, device="cuda": gens[_index(device)].set_state(state)
     torch.cuda.get_rng_state_all = lambda: [g.get_state() for g in gens]
     torch.cuda.set_rng_state_all = lambda states: [g.set_state(s) for g, s in zip(gens, states)]
-    torch.cuda.manual_seed = lambda s: gens[0].manual_seed(s)
+    torch.cuda.manual_seed = lambda s: gens[current].manual_seed(s)
     torch.cuda.manual_seed_all = lambda s: [g.manual_seed(s) for g in gens]
     try:
         yield gens
     finally:
         for name, fn in saved.items():
             setattr(torch.cuda, name, fn)
-
-
-def _index(device) -> int:
-    if isinstance(device, int):
-        return device
-    return torch.device(device).index or 0
 
 
 RESUME_CFG = GPTConfig(layers=1, hidden=16, heads=2, seq_len=8, vocab=32, dropout=0.2)

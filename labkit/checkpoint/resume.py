@@ -32,6 +32,7 @@ import torch.distributed as dist
 from labkit.checkpoint.io import CheckpointManager
 from labkit.checkpoint.state import ResumableSampler, rng_state, set_rng_state
 from labkit.checks import check_int
+from labkit.dist import device
 from labkit.model import GPT, GPTConfig, batch
 
 FORGETTABLE = ("rng", "numpy", "sampler", "scheduler")
@@ -78,7 +79,7 @@ class Trainer:
         run = self.run
         if run.batch % self.world:
             raise ValueError(f"train: batch {run.batch} must be divisible by the {self.world} ranks")
-        self.model = GPT(run.cfg, seed=0)
+        self.model = GPT(run.cfg, seed=0).to(device())            # this rank's GPU under NCCL
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=run.lr)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(run, s))
         self.sampler = ResumableSampler(run.dataset, run.batch, seed=run.seed)
@@ -99,6 +100,7 @@ class Trainer:
         noisy = np.random.random_sample(tuple(tokens.shape)) < run.noise           # NumPy's generator
         tokens[torch.from_numpy(noisy)] = torch.from_numpy(
             np.random.randint(cfg.vocab, size=int(noisy.sum()))).to(tokens.dtype)
+        tokens, targets = tokens.to(device()), targets.to(device())
         self.optimizer.zero_grad(set_to_none=True)
         _, loss = (self.ddp or self.model)(tokens, targets)                        # dropout: torch's
         loss.backward()
@@ -187,6 +189,9 @@ def train(rank: int, world: int, run: RunConfig, steps: int, folder=None, resume
     ``resumed_from`` come from the checkpoint, the others were computed by this process.
     """
     check_int("train", "steps", steps, minimum=1)
+    if device().type == "cuda":          # bit for bit on a GPU needs deterministic kernels (and cuBLAS's)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
     seed_everything(run.seed * 1000 + rank)
     trainer = Trainer(run, rank, world)
     manager = CheckpointManager(Path(folder) / f"rank{rank}", keep=2) if folder is not None else None

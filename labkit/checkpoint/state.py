@@ -4,8 +4,10 @@ A run resumed from a checkpoint repeats the uninterrupted run bit for bit only i
 randomness and order continues where it stopped:
 
 - the **random-number generators**: Python's ``random``, NumPy's global generator, torch's CPU
-  generator (dropout, ``torch.randn``) and each CUDA device's (dropout on a GPU) — `rng_state`,
-  `set_rng_state`;
+  generator (dropout, ``torch.randn``) and the CUDA generator of the rank's own GPU (dropout on a
+  GPU) — `rng_state`, `set_rng_state`. One rank draws on its own device only, so only that state
+  is kept, and it goes back to whichever device the resuming rank owns: a checkpoint written by
+  rank 5 of an 8-GPU box (cuda:5) resumes on a 1-GPU box (cuda:0);
 - the **data order**: which epoch, which permutation, how far into it — `ResumableSampler`, whose
   permutation is drawn from its own generator seeded by (seed, epoch), so that it depends on
   nothing else, and whose ``state_dict()`` is two integers.
@@ -30,7 +32,7 @@ def rng_state() -> dict:
            "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
                      "has_gauss": int(has_gauss), "gauss": float(gauss)}}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        out["cuda"] = [torch.cuda.get_rng_state(d) for d in range(torch.cuda.device_count())]
+        out["cuda"] = torch.cuda.get_rng_state(torch.cuda.current_device())    # this rank's GPU only
     return out
 
 
@@ -40,8 +42,12 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     n = state["numpy"]
     np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
-    for d, s in enumerate(state.get("cuda", [])):
-        torch.cuda.set_rng_state(s, d)
+    cuda = state.get("cuda")
+    if cuda is not None and torch.cuda.is_available():     # saved on a GPU; a CPU resume has no CUDA generator
+        here = torch.cuda.current_device()
+        if isinstance(cuda, (list, tuple)):                 # older checkpoints kept every device of the box
+            cuda = cuda[here] if here < len(cuda) else cuda[0]
+        torch.cuda.set_rng_state(cuda, here)
 
 
 def _tuples(x):

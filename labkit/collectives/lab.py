@@ -19,13 +19,13 @@ in a cell. Every rank function here is a top-level function of this module.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from labkit.bench import now
 from labkit.collectives import alpha_beta, formulas
 from labkit.collectives.chunking import chunk_bounds
 from labkit.collectives.p2p import recording
@@ -233,9 +233,9 @@ def _time_rank(rank, n, sizes, algorithms, repeat):
             samples = []
             for _ in range(repeat):
                 dist.barrier()
-                t0 = time.perf_counter()
+                t0 = now()
                 fn(x)
-                dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+                dt = torch.tensor([now() - t0], dtype=torch.float64)
                 dist.all_reduce(dt, op=dist.ReduceOp.MAX)     # harness only: the slowest rank's time
                 samples.append(float(dt))
             out[(name, nbytes)] = min(samples)  # on a shared CPU other processes only ever add time
@@ -335,13 +335,9 @@ def builtin_on_ranks(rank, n, sizes, repeat):
         best = math.inf
         for _ in range(repeat):
             dist.barrier()
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            t0 = time.perf_counter()
+            t0 = now()                                   # the course's clock: waits for queued GPU work
             dist.all_reduce(x)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=dev)
+            dt = torch.tensor([now() - t0], dtype=torch.float64, device=dev)
             dist.all_reduce(dt, op=dist.ReduceOp.MAX)
             best = min(best, float(dt))
         out[nbytes] = best

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from labkit.checks import check_int, check_real
+from labkit.dist import device
 from labkit.model import GPT, GPTConfig, batch
 
 METHODS = ("dense", "topk", "topk+ef", "sign+ef")
@@ -46,12 +47,12 @@ def sign_compress(g: torch.Tensor):
     bits = (g < 0).to(torch.uint8)
     pad = (-g.numel()) % 8
     bits = torch.cat([bits, bits.new_zeros(pad)]).view(-1, 8)
-    packed = (bits << torch.arange(8, dtype=torch.uint8)).sum(dim=1, dtype=torch.uint8)
+    packed = (bits << torch.arange(8, dtype=torch.uint8, device=bits.device)).sum(dim=1, dtype=torch.uint8)
     return packed, g.abs().mean()
 
 
 def sign_decompress(packed: torch.Tensor, scale: torch.Tensor, numel: int) -> torch.Tensor:
-    bits = (packed[:, None] >> torch.arange(8, dtype=torch.uint8)) & 1
+    bits = (packed[:, None] >> torch.arange(8, dtype=torch.uint8, device=packed.device)) & 1
     sign = 1.0 - 2.0 * bits.reshape(-1)[:numel].to(scale.dtype)
     return scale * sign
 
@@ -109,7 +110,8 @@ def compressed_mean(g: torch.Tensor, method: str, k: int, feedback: ErrorFeedbac
 
 
 def _train_rank(rank, world, cfg, method, ratio, steps, per_rank, lr, dtype):
-    model = GPT(cfg, seed=0, dtype=dtype)
+    dev = device()
+    model = GPT(cfg, seed=0, dtype=dtype).to(dev)
     params = list(model.parameters())
     n = sum(p.numel() for p in params)
     k = max(1, int(ratio * n))
@@ -118,7 +120,7 @@ def _train_rank(rank, world, cfg, method, ratio, steps, per_rank, lr, dtype):
     feedback = ErrorFeedback(roundtrip) if roundtrip else None
     losses = []
     for step in range(steps):
-        tokens, targets = batch(cfg, per_rank, seed=step * world + rank)
+        tokens, targets = (t.to(dev) for t in batch(cfg, per_rank, seed=step * world + rank))
         model.zero_grad()
         loss = model(tokens, targets)[1]
         loss.backward()
@@ -130,7 +132,7 @@ def _train_rank(rank, world, cfg, method, ratio, steps, per_rank, lr, dtype):
             for p in params:
                 p -= lr * mean[offset:offset + p.numel()].view_as(p)
                 offset += p.numel()
-    eval_tokens, eval_targets = batch(cfg, 64, seed=10**6)
+    eval_tokens, eval_targets = (t.to(dev) for t in batch(cfg, 64, seed=10**6))
     with torch.no_grad():
         final = model(eval_tokens, eval_targets)[1].item()
     return {"final_loss": final, "train_loss": statistics.fmean(losses[-5:]), "numel": n, "k": k,
@@ -139,7 +141,7 @@ def _train_rank(rank, world, cfg, method, ratio, steps, per_rank, lr, dtype):
 
 def train_compressed(cfg: GPTConfig, method: str, world: int = 2, ratio: float = 0.01, steps: int = 40,
                      per_rank: int = 8, lr: float = 0.5, dtype: torch.dtype = torch.float32) -> dict:
-    """SGD on ``world`` gloo ranks with gradients averaged by ``method`` (METHODS); top-k keeps
+    """SGD on ``world`` ranks (gloo, or NCCL with a GPU each) with gradients averaged by ``method`` (METHODS); top-k keeps
     ``ratio`` of the entries. Returns rank 0's {"final_loss" (on a held-out batch), "train_loss"
     (mean of the last 5 steps), "numel", "k", "params", "bytes_per_step" (sent per rank)}."""
     from labkit.dist import launch
@@ -147,7 +149,7 @@ def train_compressed(cfg: GPTConfig, method: str, world: int = 2, ratio: float =
     if method not in METHODS:
         raise ValueError(f"train_compressed: method must be one of {', '.join(METHODS)}, got {method!r}")
     check_real("train_compressed", "ratio", ratio, positive=True)
-    out = launch(_train_rank, world, cfg, method, ratio, steps, per_rank, lr, dtype, backend="gloo", timeout=300)[0]
+    out = launch(_train_rank, world, cfg, method, ratio, steps, per_rank, lr, dtype, timeout=300)[0]
     out["bytes_per_step"] = bytes_sent_per_rank(method, out["numel"], out["k"], world,
                                                 torch.empty((), dtype=dtype).element_size())
     return out

@@ -26,7 +26,7 @@ from labkit.data_parallel.overlap import naive_step_time, overlap_step_time
 from labkit.data_parallel.param_server import PSConfig, run, server_bytes_per_step
 from labkit.data_parallel.ssp import ssp_makespan, ssp_start_times
 from labkit.data_parallel.step_timing import Measured, time_ddp_steps
-from labkit.dist import launch
+from labkit.dist import device, launch
 from labkit.model import GPT, GPTConfig, batch
 from labkit.table import Table
 
@@ -38,8 +38,9 @@ BATCH, STEPS, LR = 24, 3, 0.5
 
 def _train(model, rank, world, cfg, finish=None):
     opt = torch.optim.SGD(model.parameters(), lr=LR)
+    dev = next(model.parameters()).device
     for step in range(STEPS):
-        tokens, targets = batch(cfg, BATCH, seed=step)
+        tokens, targets = (t.to(dev) for t in batch(cfg, BATCH, seed=step))
         lo, hi = rank * BATCH // world, (rank + 1) * BATCH // world
         opt.zero_grad()
         model(tokens[lo:hi], targets[lo:hi])[1].backward()
@@ -50,7 +51,7 @@ def _train(model, rank, world, cfg, finish=None):
 
 
 def _ddp_rank(rank, world, cfg, cap_mb):
-    model = DDP(GPT(cfg, seed=0, dtype=torch.float64), bucket_cap_mb=cap_mb)
+    model = DDP(GPT(cfg, seed=0, dtype=torch.float64).to(device()), bucket_cap_mb=cap_mb)
     return _train(model, rank, world, cfg, model.finish_gradient_synchronization)
 
 
@@ -60,7 +61,7 @@ def equivalence_table(worlds=(1, 2, 4), cap_mb: float | None = 0.004, cfg: GPTCo
     want = _train(GPT(cfg, seed=0, dtype=torch.float64), 0, 1, cfg)
     rows = []
     for n in worlds:
-        got = launch(_ddp_rank, n, cfg, cap_mb, backend="gloo", timeout=120)
+        got = launch(_ddp_rank, n, cfg, cap_mb, timeout=120)
         err = max((a - b).abs().max().item() for per_rank in got for a, b in zip(per_rank, want))
         rows.append((n, BATCH // n, err, err < 1e-12))
     return Table(["ranks", "sequences per rank", "max |DDP - one process|", "equal to 1e-12"], rows,
@@ -71,10 +72,12 @@ def equivalence_table(worlds=(1, 2, 4), cap_mb: float | None = 0.004, cfg: GPTCo
 def _pytorch_buckets_rank(rank, world, cfg, cap_mb):
     from torch.nn.parallel import DistributedDataParallel
 
-    model = DistributedDataParallel(GPT(cfg, seed=0, dtype=torch.float64), bucket_cap_mb=cap_mb)
+    dev = device()
+    model = DistributedDataParallel(GPT(cfg, seed=0, dtype=torch.float64).to(dev), bucket_cap_mb=cap_mb,
+                                    device_ids=[dev] if dev.type == "cuda" else None)
     for step in range(3):                         # PyTorch rebuilds its buckets in step 2, logs them in 3
         model.zero_grad()
-        model(*batch(cfg, 2, seed=step))[1].backward()
+        model(*(t.to(dev) for t in batch(cfg, 2, seed=step)))[1].backward()
     data = model._get_ddp_logging_data()
     return [[int(i) for i in b.split()] for b in data["rebuilt_per_bucket_param_indices"].split(",")]
 
@@ -85,7 +88,7 @@ def bucket_table(cfg: GPTConfig = SMALL, cap_mb: float = 0.004) -> Table:
     names = [n for n, _ in model.named_parameters()]
     params = list(model.parameters())
     ours = assign_buckets(params, cap_bytes_of(cap_mb))
-    theirs = launch(_pytorch_buckets_rank, 2, cfg, cap_mb, backend="gloo", timeout=60)[0]
+    theirs = launch(_pytorch_buckets_rank, 2, cfg, cap_mb, timeout=60)[0]
     same = {tuple(sorted(b)) for b in ours} == {tuple(sorted(b)) for b in theirs}
     rows = []
     for k, b in enumerate(ours):
@@ -102,8 +105,9 @@ def bucket_table(cfg: GPTConfig = SMALL, cap_mb: float = 0.004) -> Table:
 
 def measure_overlap(cfg: GPTConfig, batch_per_rank: int = 8, cap_mb: float = 1.0, world: int = 2,
                     steps: int = 5) -> Measured:
-    """Every variant timed on ``world`` real gloo ranks (see `step_timing.time_ddp_steps`)."""
-    return launch(time_ddp_steps, world, cfg, batch_per_rank, cap_mb, steps, backend="gloo", timeout=300)[0]
+    """Every variant timed on ``world`` real ranks (see `step_timing.time_ddp_steps`): gloo on CPU,
+    NCCL with a GPU per rank."""
+    return launch(time_ddp_steps, world, cfg, batch_per_rank, cap_mb, steps, timeout=300)[0]
 
 
 def comm_times(m: Measured, bucketed: bool) -> list[float]:

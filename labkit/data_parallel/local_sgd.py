@@ -12,18 +12,20 @@ import torch
 import torch.distributed as dist
 
 from labkit.checks import check_int
+from labkit.dist import device
 from labkit.model import GPT, GPTConfig, batch
 
 
 def _rank(rank, world, cfg, local_steps, rounds, per_rank, lr, dtype):
-    model = GPT(cfg, seed=0, dtype=dtype)
+    dev = device()
+    model = GPT(cfg, seed=0, dtype=dtype).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    eval_tokens, eval_targets = batch(cfg, 64, seed=10**6)
+    eval_tokens, eval_targets = (t.to(dev) for t in batch(cfg, 64, seed=10**6))
     losses, nbytes = [], 0
     for r in range(rounds):
         for h in range(local_steps):
             step = r * local_steps + h
-            tokens, targets = batch(cfg, per_rank, seed=step * world + rank)
+            tokens, targets = (t.to(dev) for t in batch(cfg, per_rank, seed=step * world + rank))
             opt.zero_grad()
             model(tokens, targets)[1].backward()
             opt.step()
@@ -43,10 +45,10 @@ def _rank(rank, world, cfg, local_steps, rounds, per_rank, lr, dtype):
 
 def local_sgd(cfg: GPTConfig, local_steps: int, rounds: int, world: int = 2, per_rank: int = 8,
               lr: float = 0.5, dtype: torch.dtype = torch.float32) -> dict:
-    """Run local SGD on ``world`` gloo ranks; rank 0's {"losses": held-out loss after each
+    """Run local SGD on ``world`` ranks (gloo, or NCCL with a GPU each); rank 0's {"losses": held-out loss after each
     average, "bytes": sent per rank in all, "params": final parameters}."""
     from labkit.dist import launch
 
     check_int("local_sgd", "local_steps", local_steps, minimum=1)
     check_int("local_sgd", "rounds", rounds, minimum=1)
-    return launch(_rank, world, cfg, local_steps, rounds, per_rank, lr, dtype, backend="gloo", timeout=300)[0]
+    return launch(_rank, world, cfg, local_steps, rounds, per_rank, lr, dtype, timeout=300)[0]

@@ -17,7 +17,6 @@ Scaling efficiency η(n) = S(n)/n. `fit_amdahl` and `fit_gustafson` recover s by
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -88,20 +87,22 @@ class ScalingPoint:
 
 
 def _step_rank(rank, world, cfg, per_rank, steps, cap_mb):
+    from labkit.bench import now
     from labkit.data_parallel.ddp import DDP
+    from labkit.dist import device
 
-    model = DDP(GPT(cfg, seed=0), bucket_cap_mb=cap_mb)
+    model = DDP(GPT(cfg, seed=0).to(device()), bucket_cap_mb=cap_mb)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     times = []
     for step in range(steps + 1):
-        tokens, targets = batch(cfg, per_rank, seed=step * world + rank)
+        tokens, targets = (t.to(device()) for t in batch(cfg, per_rank, seed=step * world + rank))
         opt.zero_grad(set_to_none=True)
         dist.barrier()
-        t0 = time.perf_counter()
+        t0 = now()
         model(tokens, targets)[1].backward()
         model.finish_gradient_synchronization()
         opt.step()
-        times.append(time.perf_counter() - t0)
+        times.append(now() - t0)
     return statistics.median(times[1:])
 
 
@@ -120,6 +121,6 @@ def measure_scaling(cfg: GPTConfig, worlds: Sequence[int], global_batch: int | N
         if per_rank is None and global_batch % n:
             raise ValueError(f"measure_scaling: global_batch {global_batch} does not split over {n} ranks")
         check_int("measure_scaling", "sequences per rank", b, minimum=1)
-        t = launch(_step_rank, n, cfg, b, steps, cap_mb, backend="gloo", timeout=300)[0]
+        t = launch(_step_rank, n, cfg, b, steps, cap_mb, timeout=300)[0]
         out.append(ScalingPoint(n, b, t))
     return out

@@ -7,19 +7,22 @@ all-reduce alone).
 Every rank runs the same steps; ranks meet at a barrier before each timed step so that they
 start together; rank 0's times are returned (every rank waits for the slowest in the
 all-reduces, so rank 0's step time is the group's). Times are medians over ``steps`` steps
-after one warm-up step, in seconds.
+after one warm-up step, in seconds, read with `labkit.bench.now` (on a GPU it waits for queued
+kernels and NCCL work, so backward's time includes the communication it overlaps with). Under
+NCCL every rank computes on its own GPU (`labkit.dist.device`).
 """
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from labkit.bench import now
 from labkit.checks import check_int
 from labkit.data_parallel.ddp import DDP
+from labkit.dist import device
 from labkit.model import GPT, GPTConfig, batch
 
 # name -> (bucketed?, overlap?)
@@ -58,23 +61,23 @@ class Measured:
 
 
 def _data(cfg, batch_per_rank, rank, world, step):
-    return batch(cfg, batch_per_rank, seed=step * world + rank)
+    return tuple(t.to(device()) for t in batch(cfg, batch_per_rank, seed=step * world + rank))
 
 
 def _time_variant(cfg, batch_per_rank, rank, world, cap_mb, bucketed, overlap, steps):
-    model = DDP(GPT(cfg, seed=0), bucket_cap_mb=cap_mb if bucketed else None, overlap=overlap)
+    model = DDP(GPT(cfg, seed=0).to(device()), bucket_cap_mb=cap_mb if bucketed else None, overlap=overlap)
     rows = []
     for step in range(steps + 1):
         tokens, targets = _data(cfg, batch_per_rank, rank, world, step)
         model.zero_grad(set_to_none=True)
         dist.barrier()
-        t0 = time.perf_counter()
+        t0 = now()
         loss = model(tokens, targets)[1]
-        t1 = time.perf_counter()
+        t1 = now()
         loss.backward()
-        t2 = time.perf_counter()
+        t2 = now()
         model.finish_gradient_synchronization()
-        t3 = time.perf_counter()
+        t3 = now()
         rows.append((t1 - t0, t2 - t1, t3 - t2, t3 - t0))
     events = [(e.bucket, e.nbytes, e.ready - t1, e.start - t1, e.end - t1) for e in model.events]
     med = [statistics.median(r[k] for r in rows[1:]) for k in range(4)]
@@ -83,13 +86,13 @@ def _time_variant(cfg, batch_per_rank, rank, world, cap_mb, bucketed, overlap, s
 
 def _compute_alone(cfg, batch_per_rank, rank, world, steps):
     """Forward, backward and per-parameter ready times with no communication at all."""
-    model = GPT(cfg, seed=0)
+    model = GPT(cfg, seed=0).to(device())
     params = list(model.parameters())
     stamps = [0.0] * len(params)
     index = {id(p): i for i, p in enumerate(params)}
 
     def hook(p):
-        stamps[index[id(p)]] = time.perf_counter()
+        stamps[index[id(p)]] = now()
 
     handles = [p.register_post_accumulate_grad_hook(hook) for p in params]
     rows, ready = [], []
@@ -97,11 +100,11 @@ def _compute_alone(cfg, batch_per_rank, rank, world, steps):
         tokens, targets = _data(cfg, batch_per_rank, rank, world, step)
         model.zero_grad(set_to_none=True)
         dist.barrier()
-        t0 = time.perf_counter()
+        t0 = now()
         loss = model(tokens, targets)[1]
-        t1 = time.perf_counter()
+        t1 = now()
         loss.backward()
-        t2 = time.perf_counter()
+        t2 = now()
         rows.append((t1 - t0, t2 - t1))
         ready.append([s - t1 for s in stamps])
     for h in handles:
@@ -116,13 +119,13 @@ def _comm_alone(sizes, repeat):
     """Median seconds of one blocking all-reduce of each size (bytes, float32) on its own."""
     out = {}
     for n in sorted(set(sizes)):
-        buf = torch.zeros(n // 4)
+        buf = torch.zeros(n // 4, device=device())
         samples = []
         for _ in range(repeat + 1):
             dist.barrier()
-            t0 = time.perf_counter()
+            t0 = now()
             dist.all_reduce(buf)
-            samples.append(time.perf_counter() - t0)
+            samples.append(now() - t0)
         out[n] = statistics.median(samples[1:])
     return out
 

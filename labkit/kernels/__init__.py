@@ -12,6 +12,9 @@ Note: the package re-exports the wrappers, so ``labkit.kernels.add`` is the
 import add_kernel`` (``import labkit.kernels.add as m`` would give the function).
 """
 import labkit  # noqa: F401  (sets TRITON_INTERPRET=1 before any kernel is defined)
+from labkit.kernels.compat import patch_interpreter_scalar_index
+
+patch_interpreter_scalar_index()
 
 from labkit.kernels.add import add, add_kernel, add_reference
 from labkit.kernels.attention import attention, attention_reference

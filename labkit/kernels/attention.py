@@ -21,8 +21,10 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
-from labkit.kernels.checks import DOT_MAX, DOT_MIN, check_block, check_real, check_same, check_tensor, interpreting
+from labkit.kernels.checks import (DOT_MAX, DOT_MIN, check_block, check_real, check_same, check_shared_memory,
+                                   check_tensor, interpreting, pipelined_tile_bytes, shared_memory_limit)
 
 
 @triton.jit
@@ -76,6 +78,35 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq_q, seq_k, head_dim, scale,
              out.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < seq_q) & d_ok)
 
 
+def shared_bytes(block_m: int, block_n: int, block_d: int, itemsize: int, stages: int) -> int:
+    """Shared memory one program needs (bytes): K and V tiles (block_n x block_d) in flight, the Q
+    tile (block_m x block_d) and P (block_m x block_n) converted for the second dot."""
+    return pipelined_tile_bytes(2 * block_n * block_d, stages, block_m * block_d + block_m * block_n, itemsize)
+
+
+def gpu_tiles(head_dim: int, itemsize: int, limit: int | None, block_m: int | None = None,
+              block_n: int | None = None) -> tuple[int, int, int]:
+    """(block_m, block_n, num_stages) for a compiled launch: the defaults (128, 64 or 32, 3 stages)
+    when they fit ``limit`` bytes of shared memory, else fewer stages, then smaller tiles (fp32 at
+    head dim 256 needs 272 KiB with the defaults; an H100 allows 227). Tiles the caller chose are
+    kept; ValueError in one line when they cannot fit."""
+    bd = max(16, triton.next_power_of_2(head_dim))
+    bm0, bn0 = block_m or 128, block_n or (64 if head_dim <= 64 else 32)
+    tries = [(bm0, bn0, s) for s in (3, 2)]
+    if block_m is None:
+        tries += [(64, bn0, 2), (32, bn0, 2)]
+    if block_n is None:
+        tries += [(bm, 16, 2) for bm in ((64, 32) if block_m is None else (bm0,))]
+    for bm, bn, stages in tries:
+        if limit is None or shared_bytes(bm, bn, bd, itemsize, stages) <= limit:
+            return bm, bn, stages
+    bm, bn, stages = tries[-1]
+    check_shared_memory("attention", shared_bytes(bm, bn, bd, itemsize, stages), limit,
+                        f"tiles {bm}x{bn} at head dim {head_dim} ({itemsize}-byte elements)",
+                        "use smaller block_m / block_n, or fp16/bf16 inputs")
+    raise AssertionError("unreachable")
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: float | None = None, block_m: int | None = None, block_n: int | None = None) -> torch.Tensor:
     """softmax(q k^T * scale [+ causal mask]) v for contiguous (B, H, S, D) tensors; fp32/fp16/bf16.
@@ -83,7 +114,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     q: (B, H, S_q, D); k, v: (B, H, S_k, D); any S and D (D <= 256).
     ``scale`` (a finite number) defaults to 1/sqrt(D). ``block_m`` / ``block_n``
     (query / key rows per tile) must be powers of two in 16..256 (``tl.dot``
-    needs >= 16); by default 16 under the interpreter, 128 and 64 or 32 on a GPU.
+    needs >= 16); by default 16 under the interpreter, 128 and 64 or 32 on a GPU, smaller where
+    the device's shared memory is too small for them (`gpu_tiles`).
     Returns (B, H, S_q, D) in q's dtype; scores, softmax statistics and the
     accumulator are fp32.
     """
@@ -109,17 +141,20 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if interpreting():
         bm, bn, extra = block_m or 16, block_n or 16, {}
     else:
-        bm, bn = block_m or 128, block_n or (64 if D <= 64 else 32)
-        extra = {"num_warps": 4 if D <= 64 else 8, "num_stages": 3}
+        bm, bn, stages = gpu_tiles(D, q.element_size(), shared_memory_limit(q.device), block_m, block_n)
+        extra = {"num_warps": 4 if D <= 64 else 8, "num_stages": stages}
     bd = max(16, triton.next_power_of_2(D))
     o = torch.empty_like(q)
     q3, k3, v3, o3 = (t.view(B * H, t.shape[2], D) for t in (q, k, v, o))
     grid = (triton.cdiv(Sq, bm), B * H)
-    attention_kernel[grid](q3, k3, v3, o3, Sq, Sk, D, scale,
-                           q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1),
-                           v3.stride(0), v3.stride(1), o3.stride(0), o3.stride(1),
-                           BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, CAUSAL=bool(causal),
-                           DOT_FP32=interpreting() and q.dtype == torch.bfloat16, **extra)
+    try:
+        attention_kernel[grid](q3, k3, v3, o3, Sq, Sk, D, scale,
+                               q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1),
+                               v3.stride(0), v3.stride(1), o3.stride(0), o3.stride(1),
+                               BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, CAUSAL=bool(causal),
+                               DOT_FP32=interpreting() and q.dtype == torch.bfloat16, **extra)
+    except OutOfResources as e:          # our estimate was short: Triton's own count, in one line
+        raise ValueError(f"attention: tiles {bm}x{bn} at head dim {D}: {e}") from None
     return o
 
 

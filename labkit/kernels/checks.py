@@ -66,6 +66,37 @@ def check_tensor(fn: str, name: str, t, *, ndim: int | tuple[int, ...] | None = 
         raise ValueError(f"{fn}: {name} is empty (shape {tuple(t.shape)}); nothing to launch")
 
 
+def shared_memory_limit(device=None) -> int | None:
+    """Bytes of shared memory one program (a CUDA block) may use on ``device`` (the opt-in maximum:
+    227 KiB on an H100, 163 KiB on an A100), or None where kernels are interpreted."""
+    if interpreting() or not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(torch.device("cuda") if device is None else device)
+    limit = getattr(props, "shared_memory_per_block_optin", 0)
+    if not limit:                                   # an older torch: ask Triton's driver
+        from triton.runtime import driver
+
+        index = props.index if hasattr(props, "index") else torch.cuda.current_device()
+        limit = driver.active.utils.get_device_properties(index)["max_shared_mem"]
+    return int(limit)
+
+
+def pipelined_tile_bytes(loop_tiles: int, stages: int, resident: int = 0, itemsize: int = 4) -> int:
+    """Shared memory a software-pipelined loop needs, bytes: each tile loaded in the loop is kept in
+    max(1, stages - 1) buffers (the loads in flight), plus ``resident`` elements staged once (a tile
+    loaded before the loop, an operand converted for a second ``tl.dot``). Elements in, bytes out.
+    Triton's own count for Lab 04's fp32 attention at head dim 256 (tiles 128 x 32, 3 stages):
+    4 * (2 * 2 * 32 * 256 + 128 * 256 + 128 * 32) = 278,528 bytes, as this gives."""
+    return itemsize * (max(1, stages - 1) * loop_tiles + resident)
+
+
+def check_shared_memory(fn: str, need: int, limit: int | None, what: str, fix: str) -> None:
+    """One-line ValueError when ``need`` bytes of shared memory exceed the device's ``limit``."""
+    if limit is not None and need > limit:
+        raise ValueError(f"{fn}: {what} need {need / 1024:.0f} KiB of shared memory per program, this GPU "
+                         f"allows {limit / 1024:.0f} KiB; {fix}")
+
+
 def check_same(fn: str, **tensors) -> None:
     """Raise if the named tensors differ in device or dtype."""
     items = list(tensors.items())

@@ -36,8 +36,10 @@ from collections.abc import Mapping
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
-from labkit.kernels.checks import DOT_MAX, DOT_MIN, check_block, check_int, check_same, check_tensor, interpreting
+from labkit.kernels.checks import (DOT_MAX, DOT_MIN, check_block, check_int, check_same, check_shared_memory,
+                                   check_tensor, interpreting, pipelined_tile_bytes, shared_memory_limit)
 
 
 @triton.jit
@@ -102,13 +104,22 @@ LAUNCH_KEYS = ("num_warps", "num_stages")   # optional: Triton launch options (i
 MAX_GROUP_M = 1 << 16
 
 
-def check_config(config) -> dict:
+def shared_bytes(config: dict, itemsize: int) -> int:
+    """Shared memory one program needs (bytes): its A (BLOCK_M x BLOCK_K) and B (BLOCK_K x BLOCK_N)
+    tiles in flight, num_stages (default 3) pipeline stages deep."""
+    tiles = config["BLOCK_M"] * config["BLOCK_K"] + config["BLOCK_K"] * config["BLOCK_N"]
+    return pipelined_tile_bytes(tiles, config.get("num_stages", 3), 0, itemsize)
+
+
+def check_config(config, itemsize: int = 4, smem_limit: int | None = None) -> dict:
     """Validate a matmul ``config`` and return it as a plain dict of ints; one-line errors.
 
     Required: BLOCK_M, BLOCK_N, BLOCK_K, powers of two in 16..256 (``tl.dot`` needs every
     tile dimension >= 16 when compiled), and GROUP_M, an int in 1..65536 (tile rows per
     group; 0 or less would divide by zero in the grouped order). Optional: num_warps (a power
-    of two in 1..32) and num_stages (an int in 1..8). Any other key is refused.
+    of two in 1..32) and num_stages (an int in 1..8). Any other key is refused. With
+    ``smem_limit`` (bytes per program, `checks.shared_memory_limit`), tiles of ``itemsize``-byte
+    elements that cannot fit in shared memory are refused too.
     """
     if not isinstance(config, Mapping):
         raise TypeError(f"matmul: config must be a dict with keys {', '.join(TILE_KEYS)}, "
@@ -127,6 +138,9 @@ def check_config(config) -> dict:
         cfg["num_warps"] = check_block("matmul", "config['num_warps']", config["num_warps"], minimum=1, maximum=32)
     if "num_stages" in config:
         cfg["num_stages"] = check_int("matmul", "config['num_stages']", config["num_stages"], minimum=1, maximum=8)
+    check_shared_memory("matmul", shared_bytes(cfg, itemsize), smem_limit,
+                        f"tiles {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} with {cfg.get('num_stages', 3)} "
+                        f"stages ({itemsize}-byte elements)", "use smaller tiles or fewer num_stages")
     return cfg
 
 
@@ -147,7 +161,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torc
     check_tensor("matmul", "a", a, ndim=2, contiguous=False)
     check_tensor("matmul", "b", b, ndim=2, contiguous=False)
     check_same("matmul", a=a, b=b)
-    cfg = None if config is None else check_config(config)
+    cfg = None if config is None else check_config(config, a.element_size(), shared_memory_limit(a.device))
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)} "
                          f"(need a (M, K) and b (K, N))")
@@ -162,7 +176,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torc
     if cfg is None:
         cfg = dict(INTERPRETER_CONFIG)
     dot_fp32 = interpreting() and a.dtype == torch.bfloat16
-    matmul_kernel[(grid_size(M, N, cfg["BLOCK_M"], cfg["BLOCK_N"]),)](*args, **cfg, DOT_FP32=dot_fp32)
+    try:
+        matmul_kernel[(grid_size(M, N, cfg["BLOCK_M"], cfg["BLOCK_N"]),)](*args, **cfg, DOT_FP32=dot_fp32)
+    except OutOfResources as e:          # what check_config's estimate missed: Triton's count, one line
+        raise ValueError(f"matmul: config {cfg}: {e}") from None
     return c
 
 

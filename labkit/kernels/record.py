@@ -34,6 +34,11 @@ tensor's memory is out of bounds too). Untagged pointers (e.g. a ``tl.where``
 between two arguments) fall back to the argument holding most active lanes.
 Not recorded: block-pointer / tensor-descriptor loads and stores, and atomics
 (no kernel in this lab uses them).
+
+Triton versions: the interpreter's masked load/store signatures changed between releases (3.6
+and 3.7 pass ``cache_modifier, eviction_policy``, 3.8 and later one ``cache_policy``); the hooks
+bind the arguments by the installed interpreter's own signature, so 3.6 (a preinstalled GPU
+stack), 3.7.1 (the pin) and 3.9 all record the same accesses.
 """
 from __future__ import annotations
 
@@ -307,17 +312,23 @@ def _recording(on_oob: str) -> Iterator[AccessRecorder]:
             return out
         return wrapped
 
-    def masked_load(ptrs, mask, other, cache_policy, is_volatile):
-        keep = rec._classify("load", ptrs.data, mask.data, tuple(builder.grid_idx), ptrs.attr.get(TAG))
-        mask = I.TensorHandle(keep, mask.dtype)
-        return I.InterpreterBuilder.create_masked_load(builder, ptrs, mask, other, cache_policy, is_volatile)
+    # Triton's interpreter changed these signatures between releases (3.6/3.7: cache_modifier,
+    # eviction_policy; 3.8+: one cache_policy), so bind whatever is passed against the installed
+    # builder's own signature and change only the mask.
+    load_sig = inspect.signature(I.InterpreterBuilder.create_masked_load)
+    store_sig = inspect.signature(I.InterpreterBuilder.create_masked_store)
 
-    def masked_store(ptrs, value, mask, cache_policy):
-        keep = rec._classify("store", ptrs.data, mask.data, tuple(builder.grid_idx), ptrs.attr.get(TAG))
-        mask = I.TensorHandle(keep, mask.dtype)
-        return I.InterpreterBuilder.create_masked_store(builder, ptrs, value, mask, cache_policy)
+    def masked(kind, sig):
+        def call(*args, **kwargs):
+            bound = sig.bind(builder, *args, **kwargs)
+            ptrs, mask = bound.arguments["ptrs"], bound.arguments["mask"]
+            keep = rec._classify(kind, ptrs.data, mask.data, tuple(builder.grid_idx), ptrs.attr.get(TAG))
+            bound.arguments["mask"] = I.TensorHandle(keep, mask.dtype)
+            return getattr(I.InterpreterBuilder, f"create_masked_{kind}")(*bound.args, **bound.kwargs)
+        return call
 
-    patched = {"set_grid_dim": set_grid_dim, "create_masked_load": masked_load, "create_masked_store": masked_store}
+    patched = {"set_grid_dim": set_grid_dim, "create_masked_load": masked("load", load_sig),
+               "create_masked_store": masked("store", store_sig)}
     for attr in dir(I.InterpreterBuilder):
         if attr.startswith("create_") and attr not in patched and attr not in ("create_load", "create_store"):
             patched[attr] = propagate(getattr(builder, attr))

@@ -166,9 +166,16 @@ def cuda_peak_table(cfg: GPTConfig = SMALL, batch_size: int = 8) -> Table:
     ``CUBLAS_WORKSPACE_CONFIG``), and no tensor owns it. The rest is rounding: every block is a
     multiple of 512 bytes (``allocated_bytes`` vs ``requested_bytes`` in ``memory_stats``). The
     workspaces are cleared first, so that the step allocates them again and the table measures them."""
-    model = GPT(cfg).to("cuda")
+    dev = torch.device("cuda")
+    model = GPT(cfg).to(dev)
     opt = torch.optim.Adam(model.parameters())
-    tokens, targets = (t.to("cuda") for t in batch(cfg, batch_size))
+    tokens, targets = (t.to(dev) for t in batch(cfg, batch_size))
+
+    def step():
+        model(tokens, targets)[1].backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
     torch.cuda.synchronize()
     clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
     if clear is not None:
@@ -186,8 +193,7 @@ def cuda_peak_table(cfg: GPTConfig = SMALL, batch_size: int = 8) -> Table:
     torch.cuda.reset_peak_memory_stats()
     tracker = MemoryTracker(model, opt)
     with tracker:
-        model(tokens, targets)[1].backward()
-        opt.step()
+        step()
     torch.cuda.synchronize()
     stats = torch.cuda.memory_stats()
     allocator = torch.cuda.max_memory_allocated()

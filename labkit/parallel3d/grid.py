@@ -9,8 +9,9 @@ one node and its fastest links (NVLink) — tp moves the most bytes (4 all-reduc
 per layer per micro-batch). Data parallelism comes next (one gradient all-reduce per step), and
 pipeline parallelism outermost (only point-to-point activations between neighbouring stages,
 which tolerate the slowest links). This is the order of Megatron-LM (Narayanan et al. 2021) and of
-PyTorch's ``init_device_mesh("cpu", (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))``, whose
-row-major layout gives exactly the formula above; `build_grid` uses it.
+PyTorch's ``init_device_mesh(device, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))``, whose
+row-major layout gives exactly the formula above; `build_grid` uses it ("cuda" under NCCL, where
+each rank owns its GPU, else "cpu").
 
 Pure functions (no torch.distributed): `coords`, `rank_of`, `groups` (the planner's, Lab 11's one
 copy: `labkit.planner.grid`), `coord_of` (the same as a named `Coord`), `embedding_groups`.
@@ -79,6 +80,7 @@ class Grid:
     dp_group: Any
     pp_group: Any
     embedding: Any = None
+    pp_grad_group: Any = None   # under NCCL: the pipeline's gradients travel in a second group (executor)
 
     def ranks(self, dim: str) -> list[int]:
         """The global ranks of this rank's ``dim`` group ("dp", "tp", "pp" or "embedding")."""
@@ -98,11 +100,18 @@ def build_grid(dp: int, tp: int, pp: int, fn: str = "build_grid") -> Grid:
         raise RuntimeError(f"{fn}: no process group; run inside labkit.dist.launch (or torchrun)")
     dp, tp, pp = check_grid(fn, dist.get_world_size(), dp, tp, pp)
     rank = dist.get_rank()
-    mesh = init_device_mesh("cpu", (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))
-    embedding = None
+    from labkit.dist import device
+    from labkit.pipeline.executor import ordered_p2p
+
+    mesh = init_device_mesh(device().type, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))
+    embedding = pp_grad = None
     for ranks in embedding_groups(dp, tp, pp):   # every rank takes part in creating every group
         g = dist.new_group(ranks)
         if rank in ranks:
             embedding = g
+    for ranks in groups(dp, tp, pp)["pp"] if ordered_p2p() and pp > 1 else []:
+        g = dist.new_group(ranks)
+        if rank in ranks:
+            pp_grad = g
     return Grid(dp, tp, pp, rank, coord_of(rank, dp, tp, pp), mesh, mesh["tp"].get_group(),
-                mesh["dp"].get_group(), mesh["pp"].get_group(), embedding)
+                mesh["dp"].get_group(), mesh["pp"].get_group(), embedding, pp_grad)

@@ -3,10 +3,13 @@
     torchrun --standalone --nproc-per-node 8 -m labkit.parallel3d.torchrun_3d --dp 2 --tp 2 --pp 2
 
 torchrun starts one process per rank with the rendezvous in its environment (RANK, WORLD_SIZE,
-MASTER_ADDR, ...); ``init_process_group`` reads it, and every rank runs the same
-`train.train_on_rank` that `labkit.dist.launch` runs in the notebook. On several machines give
-torchrun ``--nnodes N --rdzv-backend c10d --rdzv-endpoint HOST:PORT`` instead of ``--standalone``
-(keep tp within a machine: the rank order puts a tp group on consecutive ranks).
+MASTER_ADDR, ...); `labkit.dist.init_torchrun_group` reads it (NCCL when each of a machine's ranks
+has a GPU, else gloo), and every rank runs the same `train.train_on_rank` that `labkit.dist.launch`
+runs in the notebook. On several machines give torchrun ``--nnodes N --node-rank K
+--rdzv-backend c10d --rdzv-endpoint HOST:PORT`` instead of ``--standalone`` (keep tp within a
+machine: the rank order puts a tp group on consecutive ranks); README's "More than one machine"
+has the recipe, with Slurm. Gloo picks its network interface from the host name: set
+GLOO_SOCKET_IFNAME to choose one ("lo" for several agents on one machine).
 
 At the end rank 0 gathers every rank's shard, rebuilds the full model, trains the same model in
 one process on the whole batch, and prints the largest parameter difference, the bytes per
@@ -21,6 +24,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+from labkit.dist import init_torchrun_group
 from labkit.model import GPTConfig
 from labkit.parallel3d.comm_bytes import bytes_per_step
 from labkit.parallel3d.train import (OPTIMIZERS, SCHEDULES, TrainSetup, assemble, check_setup, max_abs_diff,
@@ -60,9 +64,8 @@ def main(argv=None) -> int:
     except (TypeError, ValueError) as e:
         print(e, file=sys.stderr)
         return 2
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")   # this machine only; unset it on a cluster
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    backend = init_torchrun_group()
     rank = dist.get_rank()
     result = train_on_rank(cfg, setup)
     gathered = [None] * dist.get_world_size() if rank == 0 else None
@@ -73,7 +76,7 @@ def main(argv=None) -> int:
         ref, ref_losses = reference_training(cfg, setup)
         diff = max_abs_diff(run.params, ref)
         ok = diff <= TOLERANCE and run.replica_spread == 0.0
-        print(f"torchrun_3d: dp={a.dp} tp={a.tp} pp={a.pp} on {dist.get_world_size()} ranks, "
+        print(f"torchrun_3d: dp={a.dp} tp={a.tp} pp={a.pp} on {dist.get_world_size()} ranks ({backend}), "
               f"{a.steps} steps of {a.schedule}, {a.optimizer}")
         print("torchrun_3d: losses " + " ".join(f"{x:.6f}" for x in run.losses))
         print(f"torchrun_3d: max |param - one-process param| = {diff:.3e}")

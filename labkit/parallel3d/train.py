@@ -26,19 +26,20 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import time
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
+from labkit.bench import now
 from labkit.checks import check_int, check_real
 from labkit.collectives.counting import count_collectives, record_collective
+from labkit.dist import device
 from labkit.model import DTYPES, GPT, GPTConfig, batch
 from labkit.parallel3d.comm_bytes import DIMENSIONS, bytes_by_dimension
 from labkit.parallel3d.grid import Coord, Grid, build_grid, check_grid
 from labkit.parallel3d.stages import GPTStage, gather_full_state, shard_state
-from labkit.pipeline.executor import run_step
+from labkit.pipeline.executor import message_order, run_step
 from labkit.pipeline.schedules import Action, schedule
 from labkit.tensor_parallel.comm import tp_group
 
@@ -121,13 +122,13 @@ def make_optimizer(setup: TrainSetup, params) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=setup.lr, weight_decay=0.01)
 
 
-def replica_batch(cfg: GPTConfig, setup: TrainSetup, step: int, dp_index: int):
-    """(tokens, targets), each (global_batch/dp, seq_len) int64: replica ``dp_index``'s rows of
-    step ``step``'s global batch."""
+def replica_batch(cfg: GPTConfig, setup: TrainSetup, step: int, dp_index: int, device="cpu"):
+    """(tokens, targets), each (global_batch/dp, seq_len) int64 on ``device``: replica ``dp_index``'s
+    rows of step ``step``'s global batch."""
     tokens, targets = batch(cfg, setup.global_batch, seed=setup.data_seed + step)
     rows = setup.global_batch // setup.dp
     mine = slice(dp_index * rows, (dp_index + 1) * rows)
-    return tokens[mine], targets[mine]
+    return tokens[mine].to(device), targets[mine].to(device)
 
 
 # --------------------------------------------------------------------------- one step on one rank
@@ -135,7 +136,7 @@ def replica_batch(cfg: GPTConfig, setup: TrainSetup, step: int, dp_index: int):
 @dataclass
 class StepInfo:
     """One rank's step: ``losses`` {micro-batch: loss} (last stage only) and ``timeline``
-    [(label, start_s, end_s)] on the machine's monotonic clock (time.perf_counter): "F3@s1" /
+    [(label, start_s, end_s)] on the machine's monotonic clock (`labkit.bench.now`): "F3@s1" /
     "B3@s1" for the pipeline actions, then "dp all-reduce", "embedding all-reduce", "optimizer"."""
 
     losses: dict[int, float]
@@ -171,9 +172,10 @@ def _sync_tied(stage: GPTStage, grid: Grid) -> None:
 
 def train_step(stage: GPTStage, grid: Grid, tokens: torch.Tensor, targets: torch.Tensor,
                actions: list[Action], micro_batches: int,
-               optimizer: torch.optim.Optimizer) -> StepInfo:
+               optimizer: torch.optim.Optimizer, order: dict | None = None) -> StepInfo:
     """One training step on this rank (module docstring). tokens, targets: this replica's
-    (B/dp, s) rows; actions: this rank's part of the pipeline schedule."""
+    (B/dp, s) rows; actions: this rank's part of the pipeline schedule; order: the whole
+    schedule's `message_order` where messages are matched by order (NCCL)."""
     optimizer.zero_grad(set_to_none=True)
     m, cfg = micro_batches, stage.cfg
     xs, ys = tokens.chunk(m), targets.chunk(m)
@@ -182,16 +184,17 @@ def train_step(stage: GPTStage, grid: Grid, tokens: torch.Tensor, targets: torch
         boundary = (xs[0].shape[0], xs[0].shape[1], cfg.hidden)          # (b, s, h)
         rec = run_step(actions, {stage.stage: stage}, grid.pp, m, xs if stage.first else None,
                        ys if stage.last else None, boundary, dtype,
-                       group=grid.pp_group, loss_fn=stage.loss)
+                       group=grid.pp_group, loss_fn=stage.loss,
+                       order=order, grad_group=grid.pp_grad_group)   # NCCL matches by order
     timeline = [(repr(a), s, e) for a, s, e in rec.timeline]
     syncs = (("dp all-reduce", _sync_data_parallel), ("embedding all-reduce", _sync_tied))
     for label, sync in syncs:
-        t = time.perf_counter()
+        t = now()
         sync(stage, grid)
-        timeline.append((label, t, time.perf_counter()))
-    t = time.perf_counter()
+        timeline.append((label, t, now()))
+    t = now()
     optimizer.step()
-    timeline.append(("optimizer", t, time.perf_counter()))
+    timeline.append(("optimizer", t, now()))
     return StepInfo(rec.losses, timeline)
 
 
@@ -219,20 +222,22 @@ def train_on_rank(cfg: GPTConfig, setup: TrainSetup, record: bool = True) -> Ran
         raise RuntimeError("train_3d: the pipeline group's ranks are not in stage order")
     model = GPT(cfg, seed=setup.seed, dtype=setup.dtype)        # every rank: the same full model
     with tp_group(grid.tp_group):
-        stage = GPTStage(model, grid.coord.pp, setup.pp)       # ... of which it keeps its share
+        stage = GPTStage(model, grid.coord.pp, setup.pp).to(device())   # ... of which it keeps its share
     del model
     optimizer = make_optimizer(setup, stage.parameters())
-    actions = schedule(setup.schedule, setup.pp, setup.micro_batches)[grid.coord.pp]
+    sched = schedule(setup.schedule, setup.pp, setup.micro_batches)
+    actions = sched[grid.coord.pp]
+    order = message_order(sched) if grid.pp_grad_group is not None else None
     dims = {d: grid.ranks(d) for d in ("dp", "tp", "embedding")}
     losses, counted, timelines, times = [], [], [], []
     for step in range(setup.steps):
-        tokens, targets = replica_batch(cfg, setup, step, grid.coord.dp)
+        tokens, targets = replica_batch(cfg, setup, step, grid.coord.dp, device())
         dist.barrier()
-        t = time.perf_counter()
+        t = now()
         with (count_collectives() if record else contextlib.nullcontext()) as recs:
-            info = train_step(stage, grid, tokens, targets, actions, setup.micro_batches, optimizer)
+            info = train_step(stage, grid, tokens, targets, actions, setup.micro_batches, optimizer, order)
         dist.barrier()
-        times.append(time.perf_counter() - t)
+        times.append(now() - t)
         losses.append(sum(info.losses.values()) / len(info.losses) if info.losses else None)
         counted.append(bytes_by_dimension(recs, dims) if recs is not None else {})
         timelines.append(info.timeline)
@@ -301,8 +306,8 @@ def _ranks_main(rank: int, world: int, cfg: GPTConfig, setups: list[TrainSetup],
 
 def train_3d_many(cfg: GPTConfig, setups: list[TrainSetup], world: int, record: bool = True,
                   timeout: float = 120.0) -> list[Run3D]:
-    """Run several setups one after the other in one launch of ``world`` gloo ranks (each setup's
-    dp·tp·pp must equal ``world``); returns one `Run3D` per setup."""
+    """Run several setups one after the other in one launch of ``world`` ranks (gloo; NCCL with a
+    GPU per rank; each setup's dp·tp·pp must equal ``world``); returns one `Run3D` per setup."""
     from labkit.dist import launch
 
     world = check_int("train_3d", "world", world, minimum=1)
@@ -314,12 +319,12 @@ def train_3d_many(cfg: GPTConfig, setups: list[TrainSetup], world: int, record: 
     # Building a torch optimizer imports torch._dynamo (seconds of CPU). Import it here, once:
     # the forked ranks inherit it instead of each importing it again on a shared CPU.
     import torch._dynamo  # noqa: F401
-    out = launch(_ranks_main, world, cfg, setups, record, backend="gloo", timeout=timeout)
+    out = launch(_ranks_main, world, cfg, setups, record, timeout=timeout)
     return [assemble(cfg, s, [out[r][k] for r in range(world)]) for k, s in enumerate(setups)]
 
 
 def train_3d(cfg: GPTConfig, setup: TrainSetup, timeout: float = 120.0) -> Run3D:
-    """Train on dp·tp·pp gloo ranks (see the module docstring); returns the `Run3D`."""
+    """Train on dp·tp·pp ranks (see the module docstring); returns the `Run3D`."""
     check_setup("train_3d", cfg, setup)
     return train_3d_many(cfg, [setup], setup.world, timeout=timeout)[0]
 
@@ -365,7 +370,7 @@ def timeline_3d(cfg: GPTConfig, dp: int = 2, tp: int = 2, pp: int = 2, global_ba
 def time_grid(cfg: GPTConfig, world: int, dp: int, tp: int, pp: int, global_batch: int, micro_batches: int,
               steps: int = 5, schedule: str = "1f1b", timeout: float = 300.0) -> float:
     """Median seconds per training step (rank 0, barrier to barrier) of ``steps`` steps on
-    ``world`` gloo ranks, after one warm-up step that is not counted."""
+    ``world`` ranks, after one warm-up step that is not counted."""
     steps = check_int("time_grid", "steps", steps, minimum=1)
     setup = TrainSetup(dp, tp, pp, global_batch, micro_batches, steps=steps + 1, schedule=schedule)
     check_setup("time_grid", cfg, setup, world)

@@ -1,4 +1,4 @@
-"""A real pipeline executor: any valid schedule, on N gloo ranks, for an MLP split into stages.
+"""A real pipeline executor: any valid schedule, on N ranks, for an MLP split into stages.
 
 Inside a rank (started by ``labkit.dist.launch``), ``run_step`` walks that
 rank's list of actions:
@@ -15,8 +15,16 @@ rank's list of actions:
 Sends are ``dist.isend`` (waited at the end of the step) and receives are
 blocking ``dist.recv`` with a tag per (boundary, microbatch, direction), so a
 schedule that passes ``check_schedule`` cannot deadlock. Every action's start
-and end are recorded with ``time.perf_counter`` (CLOCK_MONOTONIC: one clock for
-all processes of the machine).
+and end are recorded with `labkit.bench.now` (``time.perf_counter``, CLOCK_MONOTONIC:
+one clock for all processes of the machine; on a GPU it first waits for the queued
+kernels, so an interval is the action's compute).
+
+NCCL ignores tags: it matches a pair's messages in the order they were posted, and a send
+and a receive between two ranks on one stream, each side sending first, deadlock. With
+``order=message_order(schedule)`` (what `run_pipeline` and Lab 11 pass under NCCL) a rank
+receives from each peer in the order that peer sends: a message that arrives before it is
+needed waits in a stash. Activations travel in ``group`` and gradients in ``grad_group`` (a
+second group of the same ranks), so each pair's stream carries one direction only.
 
 Inside a bigger job (3D parallelism, Lab 11) the pipeline is a sub-group: pass ``group=`` and
 stage s lives on that group's rank s % group_size, whose global rank
@@ -29,7 +37,6 @@ the default mean squared error on the last stage. Every send is recorded through
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -37,11 +44,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from labkit.bench import now
 from labkit.collectives.counting import record_send
+from labkit.dist import backend, device
 from labkit.pipeline.schedules import Action, check_schedule, normalized, num_microbatches_of, num_stages_of
 
 __all__ = ["MLPConfig", "build_stages", "make_batch", "reference_step", "run_step", "run_pipeline",
-           "StepRecord", "PipelineRun", "act_tag", "grad_tag", "measured_bubble"]
+           "StepRecord", "PipelineRun", "act_tag", "grad_tag", "measured_bubble", "message_order"]
 
 
 # --------------------------------------------------------------------------- the model
@@ -137,6 +146,48 @@ def grad_tag(boundary: int, microbatch: int, num_microbatches: int) -> int:
     return 2 * (boundary * num_microbatches + microbatch) + 1
 
 
+def message_order(sched: dict[int, Sequence[Action]]) -> dict[tuple[int, int, str], list[tuple[int, int]]]:
+    """{(sender rank, receiver rank, "act" | "grad"): [(boundary, microbatch), ...]} in the order the
+    sender sends them (its actions' order; stage s lives on rank s % len(sched)). F(s, i) sends
+    activation (s, i) to stage s+1; B or I of (s, i), s > 0, sends gradient (s-1, i) to stage s-1."""
+    p = len(sched)
+    S = num_stages_of(sched)
+    out: dict[tuple[int, int, str], list[tuple[int, int]]] = {}
+    for rank in sorted(sched):
+        for a in sched[rank]:
+            s, i = a.stage, a.microbatch
+            if a.kind == "F" and s < S - 1:
+                out.setdefault((rank, (s + 1) % p, "act"), []).append((s, i))
+            elif a.kind in ("B", "I") and s > 0:
+                out.setdefault((rank, (s - 1) % p, "grad"), []).append((s - 1, i))
+    return out
+
+
+class _Mailbox:
+    """Receives each peer's messages in the order that peer sends them (``message_order``); one
+    asked for out of that order is preceded by the earlier ones, which wait in a stash."""
+
+    def __init__(self, order, me: int, receive: Callable):
+        self.queues = {(src, kind): list(keys) for (src, dst, kind), keys in order.items() if dst == me}
+        self.receive, self.stash = receive, {}
+
+    def recv(self, t: torch.Tensor, src: int, kind: str, key: tuple[int, int]) -> None:
+        if (kind, key) in self.stash:
+            t.copy_(self.stash.pop((kind, key)))
+            return
+        queue = self.queues.get((src, kind), [])
+        if key not in queue:
+            raise RuntimeError(f"run_step: no {kind} message {key} is sent by rank {src} in this schedule")
+        while True:
+            nxt = queue.pop(0)
+            if nxt == key:
+                self.receive(t, src, kind, nxt)
+                return
+            early = torch.empty_like(t)
+            self.receive(early, src, kind, nxt)
+            self.stash[(kind, nxt)] = early
+
+
 @dataclass
 class StepRecord:
     """What one rank did in one step: per-microbatch losses (last stage only), its stages'
@@ -154,7 +205,8 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
              targets: Sequence[torch.Tensor] | None,
              boundary_shape: tuple[int, ...], dtype: torch.dtype,
              backward_fn: Callable | None = None, group=None,
-             loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> StepRecord:
+             loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+             order: dict | None = None, grad_group=None) -> StepRecord:
     """Run this rank's ``actions`` for one step (inside an initialised process group).
 
     stages: {stage index: module} for the stages this rank owns (stage s on rank
@@ -168,25 +220,45 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
     ranks of this group. loss_fn(output, target) -> scalar: the last stage's loss per
     microbatch (None: mean squared error); it is divided by num_microbatches before backward.
     A one-stage pipeline (num_stages = 1 on one rank) is plain gradient accumulation.
+    order: `message_order` of the whole schedule: receive in each sender's order (NCCL matches by
+    order; gloo by tag, so None will do there). grad_group: the group gradients travel in (None:
+    ``group``). Tensors are made on the device of the stages' parameters.
     """
+    if backward_fn is not None and order is not None:
+        raise ValueError("run_step: a plugged-in backward_fn receives by tag itself; run it with "
+                         "order=None on gloo (NCCL ignores tags)")
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     M, S = num_microbatches, num_stages
     compute_loss = _mse if loss_fn is None else loss_fn
     if world < 2 and S > 1:
         raise ValueError("run_step needs at least 2 ranks: neighbouring stages must live on "
                          "different ranks")
+    device = next((p.device for m in stages.values() for p in m.parameters()), torch.device("cpu"))
 
     def peer(stage: int) -> int:   # global rank of the rank that owns ``stage``
         r = stage % world
         return r if group is None else dist.get_global_rank(group, r)
 
+    groups = {"act": group, "grad": group if grad_group is None else grad_group}
+
     def send(t: torch.Tensor, stage: int, tag: int, phase: str):
         dst = peer(stage)
         record_send(phase, t, dst)
-        return dist.isend(t, dst=dst, tag=tag, group=group)
+        return dist.isend(t, dst=dst, tag=tag, group=groups["act" if phase == "forward" else "grad"])
 
-    def recv(t: torch.Tensor, stage: int, tag: int) -> None:
-        dist.recv(t, src=peer(stage), tag=tag, group=group)
+    def receive(t: torch.Tensor, src: int, kind: str, key: tuple[int, int]) -> None:
+        tag = (act_tag if kind == "act" else grad_tag)(key[0], key[1], M)
+        dist.recv(t, src=src, tag=tag, group=groups[kind])
+
+    mailbox = None if order is None else _Mailbox(order, rank, lambda t, src, kind, key: receive(
+        t, peer(src), kind, key))
+
+    def recv(t: torch.Tensor, stage: int, kind: str, key: tuple[int, int]) -> None:
+        """Receive ``kind`` message ``key`` = (boundary, microbatch) from the rank of ``stage``."""
+        if mailbox is None:
+            receive(t, peer(stage), kind, key)
+        else:
+            mailbox.recv(t, stage % world, kind, key)
 
     for a in actions:
         if a.stage % world != rank or a.stage not in stages:
@@ -200,17 +272,17 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
     losses: dict[int, float] = {}
     timeline = []
     dist.barrier(group=group)
-    t0 = time.perf_counter()
+    t0 = now()
     for a in actions:
         s, i = a.stage, a.microbatch
         if a.kind == "F":
             if s == 0:
                 x = inputs[i]
             else:
-                x = torch.empty(boundary_shape, dtype=dtype)
-                recv(x, s - 1, act_tag(s - 1, i, M))
+                x = torch.empty(boundary_shape, dtype=dtype, device=device)
+                recv(x, s - 1, "act", (s - 1, i))
                 x.requires_grad_(True)
-            start = time.perf_counter()
+            start = now()
             out = stages[s](x)
             loss = None
             if s == S - 1:
@@ -218,29 +290,29 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
                 losses[i] = loss.item() * M
             else:
                 sends.append(send(out.detach().contiguous(), s + 1, act_tag(s, i, M), "forward"))
-            end = time.perf_counter()
+            end = now()
             saved[(s, i)] = (x, out, loss)
         elif a.kind == "I":  # input gradient only; keep the graph for the W
             x, out, loss = saved[(s, i)]
             grad = None
             if s < S - 1:
                 grad = torch.empty_like(out)
-                recv(grad, s + 1, grad_tag(s, i, M))
-            start = time.perf_counter()
+                recv(grad, s + 1, "grad", (s, i))
+            start = now()
             root = loss if s == S - 1 else out
             if s > 0:
                 (gx,) = torch.autograd.grad(root, [x], grad, retain_graph=True)
                 sends.append(send(gx.contiguous(), s - 1, grad_tag(s - 1, i, M), "backward"))
             pending_w[(s, i)] = (root, grad)
-            end = time.perf_counter()
+            end = now()
         elif a.kind == "W":  # weight gradient, accumulated into .grad
-            start = time.perf_counter()
+            start = now()
             root, grad = pending_w.pop((s, i))
             saved.pop((s, i))
             params = list(stages[s].parameters())
             for prm, g in zip(params, torch.autograd.grad(root, params, grad)):
                 prm.grad = g if prm.grad is None else prm.grad + g
-            end = time.perf_counter()
+            end = now()
         else:
             x, out, loss = saved.pop((s, i))
             recv_from = None if s == S - 1 else peer(s + 1)
@@ -249,8 +321,8 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
                 grad = None
                 if recv_from is not None:
                     grad = torch.empty_like(out)
-                    recv(grad, s + 1, grad_tag(s, i, M))
-                start = time.perf_counter()
+                    recv(grad, s + 1, "grad", (s, i))
+                start = now()
                 if grad is None:
                     loss.backward()
                 else:
@@ -258,12 +330,12 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
                 if send_to is not None:
                     sends.append(send(x.grad.contiguous(), s - 1, grad_tag(s - 1, i, M), "backward"))
             else:  # a plugged-in stage_backward: its interval includes its receive wait
-                start = time.perf_counter()
+                start = now()
                 work = backward_fn(x, out, loss, recv_from, send_to, grad_tag(s, i, M),
                                    grad_tag(s - 1, i, M))
                 if work is not None:
                     sends.append(work)
-            end = time.perf_counter()
+            end = now()
         timeline.append((a, start, end))
     for w in sends:
         w.wait()
@@ -301,28 +373,39 @@ def _worker(rank, world, sched, cfg, backward_fn, repeats):
     torch.manual_seed(0)
     all_stages = build_stages(cfg)
     mine = {s: all_stages[s] for s in range(cfg.num_stages) if s % world == rank}
-    x, y = make_batch(cfg)
+    dev = device()
+    mine = {s: m.to(dev) for s, m in mine.items()}
+    x, y = (t.to(dev) for t in make_batch(cfg))
     rows = cfg.microbatch_rows()
     xs, ys = list(x.split(rows)), list(y.split(rows))
+    ordered = ordered_p2p()
+    order = message_order(sched) if ordered else None
+    grad_group = dist.new_group(list(range(world))) if ordered else None
     rec, times = None, []
     for _ in range(repeats):  # the last repeat is kept (earlier ones warm up)
         for m in mine.values():
             m.zero_grad(set_to_none=True)
         dist.barrier()
-        t = time.perf_counter()
+        t = now()
         rec = run_step(sched[rank], mine, cfg.num_stages, cfg.num_microbatches,
                        xs if 0 in mine else None, ys if cfg.num_stages - 1 in mine else None,
-                       (rows, cfg.width), cfg.dtype, backward_fn)
+                       (rows, cfg.width), cfg.dtype, backward_fn, order=order, grad_group=grad_group)
         dist.barrier()
-        times.append(time.perf_counter() - t)
+        times.append(now() - t)
     return rec, times
+
+
+def ordered_p2p() -> bool:
+    """Whether this group matches point-to-point messages by order rather than by tag (NCCL)."""
+    return backend() == "nccl"
 
 
 def run_pipeline(sched: dict[int, list[Action]], cfg: MLPConfig, backward_fn: Callable | None = None,
                  repeats: int = 1, timeout: float = 60.0) -> PipelineRun:
-    """Launch len(sched) gloo ranks, run one step of ``sched`` for ``cfg``'s MLP, gather the result.
+    """Launch len(sched) ranks, run one step of ``sched`` for ``cfg``'s MLP, gather the result.
 
-    repeats > 1 runs the step several times and keeps the last (steadier timings).
+    repeats > 1 runs the step several times and keeps the last (steadier timings). NCCL when
+    there is a GPU per rank, except with a learner's ``backward_fn`` (it receives by tag: gloo).
     """
     from labkit.dist import launch
 
@@ -332,7 +415,8 @@ def run_pipeline(sched: dict[int, list[Action]], cfg: MLPConfig, backward_fn: Ca
         raise ValueError(f"schedule has {num_stages_of(sched)} stages x {num_microbatches_of(sched)} microbatches, "
                          f"config has {cfg.num_stages} x {cfg.num_microbatches}")
     cfg.microbatch_rows()
-    out = launch(_worker, len(sched), sched, cfg, backward_fn, repeats, backend="gloo", timeout=timeout)  # CPU model
+    out = launch(_worker, len(sched), sched, cfg, backward_fn, repeats, timeout=timeout,
+                 backend="auto" if backward_fn is None else "gloo")
     recs = [r for r, _ in out]
     t0 = min(r.t0 for r in recs)
     timeline = {r.rank: [(a, s - t0, e - t0) for a, s, e in r.timeline] for r in recs}

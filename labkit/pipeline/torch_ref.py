@@ -13,12 +13,12 @@ Every function launches real ranks with ``labkit.dist.launch``.
 """
 from __future__ import annotations
 
-import time
-
 import torch
 import torch.distributed.pipelining  # noqa: F401  (imported once here, not in every launched rank)
 from torch import nn
 
+from labkit.bench import now
+from labkit.dist import device
 from labkit.pipeline.executor import MLPConfig, build_stages, loss_fn, make_batch
 from labkit.pipeline.schedules import KINDS, Action
 
@@ -53,7 +53,7 @@ def _to_action(a) -> Action:
 def _make_torch_schedule(kind, rank, world, modules: dict[int, nn.Module], num_stages, m, loss):
     from torch.distributed.pipelining import PipelineStage
 
-    stages = [PipelineStage(mod, s, num_stages, torch.device("cpu")) for s, mod in sorted(modules.items())]
+    stages = [PipelineStage(mod, s, num_stages, device()) for s, mod in sorted(modules.items())]
     cls = torch_schedule_class(kind)
     if kind in _MULTI:
         return cls(stages, m, loss_fn=loss)
@@ -180,9 +180,9 @@ def torch_executed_orders(num_ranks: int, configs) -> list[dict[int, list[Action
 def _step_worker(rank, world, kind, cfg: MLPConfig, repeats):
     all_stages = build_stages(cfg)
     v = cfg.num_stages // world
-    modules = {s: all_stages[s] for s in range(cfg.num_stages) if s % world == rank}
+    modules = {s: all_stages[s].to(device()) for s in range(cfg.num_stages) if s % world == rank}
     sched = _make_torch_schedule(kind, rank, world, modules, cfg.num_stages, cfg.num_microbatches, loss_fn)
-    x, y = make_batch(cfg)
+    x, y = (t.to(device()) for t in make_batch(cfg))
     first, last = 0 in modules, cfg.num_stages - 1 in modules
     times = []
     losses: list = []
@@ -191,10 +191,10 @@ def _step_worker(rank, world, kind, cfg: MLPConfig, repeats):
             mod.zero_grad(set_to_none=True)
         losses = []
         torch.distributed.barrier()
-        t = time.perf_counter()
+        t = now()
         sched.step(*((x,) if first else ()), **({"target": y, "losses": losses} if last else {}))
         torch.distributed.barrier()
-        times.append(time.perf_counter() - t)
+        times.append(now() - t)
     grads = {s: [p.grad.clone() for p in mod.parameters()] for s, mod in modules.items()}
     loss = float(torch.stack([l.detach() for l in losses]).mean()) if last else None
     return loss, grads, times
@@ -215,7 +215,7 @@ def torch_step(kind: str, cfg: MLPConfig, repeats: int = 1, num_ranks: int | Non
         raise ValueError(f"{cfg.num_stages} stages do not spread evenly over {p} ranks")
     _check_kind_shape(kind, p, cfg.num_stages // p)
     cfg.microbatch_rows()
-    res = launch(_step_worker, p, kind, cfg, repeats, backend="gloo")
+    res = launch(_step_worker, p, kind, cfg, repeats)
     grads = [None] * cfg.num_stages
     loss = next(r[0] for r in res if r[0] is not None)
     for _, g, _ in res:

@@ -100,7 +100,7 @@ def route(router: nn.Module, x: torch.Tensor, cfg: MoEConfig) -> Routing:
     top, expert = probs.topk(cfg.top_k, dim=-1)                     # (T, k)
     gate = top / top.sum(dim=-1, keepdim=True)
     capacity = cfg.capacity(T)
-    slot = torch.full((T, cfg.top_k), -1, dtype=torch.int64)
+    slot = torch.full((T, cfg.top_k), -1, dtype=torch.int64, device=x.device)
     filled = [0] * cfg.experts
     for j in range(cfg.top_k):                                      # first choices first
         for t in range(T):

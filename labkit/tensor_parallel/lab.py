@@ -15,7 +15,7 @@ import types
 import torch
 from torch import nn
 
-from labkit.dist import RankError, launch
+from labkit.dist import RankError, device, launch
 from labkit.model import GPT, GPTConfig, batch
 from labkit.table import Table
 from labkit.tensor_parallel.activations import saved_bytes
@@ -28,10 +28,14 @@ SMALL = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=32)
 B = 2
 
 
+def _batch(cfg):
+    return tuple(t.to(device()) for t in batch(cfg, B, seed=1))
+
+
 def _model_rank(rank, world, cfg, sp):
-    model = GPT(cfg, seed=0, dtype=torch.float64)
+    model = GPT(cfg, seed=0, dtype=torch.float64).to(device())
     tp = parallelize(model, sequence_parallel=sp)
-    tokens, targets = batch(cfg, B, seed=1)
+    tokens, targets = _batch(cfg)
     with count_collectives() as fwd:
         _, loss = tp(tokens, targets)
     with count_collectives() as bwd:
@@ -48,7 +52,7 @@ def model_table(worlds=(1, 2, 4), sequence_parallel: bool = False, cfg: GPTConfi
     bsh = B * cfg.seq_len * cfg.hidden
     rows = []
     for n in worlds:
-        loss, fwd, bwd = launch(_model_rank, n, cfg, sequence_parallel, backend="gloo", timeout=120)[0]
+        loss, fwd, bwd = launch(_model_rank, n, cfg, sequence_parallel, timeout=120)[0]
         big = lambda recs: [c for c in recs if c.numel == bsh]                    # noqa: E731
         names = sorted({c.op for c in big(fwd) + big(bwd)}) or ["-"]
         rows.append((n, abs(loss - want), len(big(fwd)), len(big(bwd)), len(fwd) - len(big(fwd)), "+".join(names)))
@@ -61,7 +65,8 @@ def model_table(worlds=(1, 2, 4), sequence_parallel: bool = False, cfg: GPTConfi
 def _pairing_rank(rank, world, b, s, h):
     torch.manual_seed(0)
     fc, proj = nn.Linear(h, 4 * h, dtype=torch.float64), nn.Linear(4 * h, h, dtype=torch.float64)
-    x = torch.randn(b, s, h, dtype=torch.float64)
+    x = torch.randn(b, s, h, dtype=torch.float64).to(device())
+    fc, proj = fc.to(device()), proj.to(device())
     out = {}
     for name, (col, row) in {
         "column→row (Megatron)": (ColumnParallelLinear.from_linear(fc), RowParallelLinear.from_linear(proj)),
@@ -81,7 +86,7 @@ def pairing_table(worlds=(2, 4), b: int = 2, s: int = 8, h: int = 16) -> Table:
     rows = []
     S = b * s * h * 8
     for p in worlds:
-        res = launch(_pairing_rank, p, b, s, h, backend="gloo", timeout=60)[0]
+        res = launch(_pairing_rank, p, b, s, h, timeout=60)[0]
         for name, (sent, ops) in res.items():
             rows.append((p, name, int(sent), int(4 * (p - 1) / p * S), ops))
     return Table(["ranks", "split", "bytes sent", "2 all-reduces", "collectives"], rows,
@@ -92,11 +97,11 @@ def pairing_table(worlds=(2, 4), b: int = 2, s: int = 8, h: int = 16) -> Table:
 def _sp_rank(rank, world, cfg):
     out = {}
     for sp in (False, True):
-        tp = parallelize(GPT(cfg, seed=0, dtype=torch.float64), sequence_parallel=sp)
+        tp = parallelize(GPT(cfg, seed=0, dtype=torch.float64).to(device()), sequence_parallel=sp)
         with count_collectives() as recs:
-            _, loss = tp(*batch(cfg, B, seed=1))
+            _, loss = tp(*_batch(cfg))
             loss.backward()
-        ln = saved_bytes(tp, lambda: tp(*batch(cfg, B, seed=1)))
+        ln = saved_bytes(tp, lambda: tp(*_batch(cfg)))
         out[sp] = (sum(c.bytes_sent for c in recs), ln)
     return out
 
@@ -106,7 +111,7 @@ def sp_table(worlds=(2, 4), cfg: GPTConfig = SMALL) -> Table:
     for backward (measured with saved-tensor hooks)."""
     rows = []
     for n in worlds:
-        res = launch(_sp_rank, n, cfg, backend="gloo", timeout=60)[0]
+        res = launch(_sp_rank, n, cfg, timeout=60)[0]
         (b0, ln0), (b1, ln1) = res[False], res[True]
         rows.append((n, int(b0), int(b1), ln0, ln1, ln0 / ln1))
     return Table(["ranks", "TP bytes", "SP bytes", "LN saved, TP", "LN saved, SP", "ratio"], rows,
@@ -116,9 +121,10 @@ def sp_table(worlds=(2, 4), cfg: GPTConfig = SMALL) -> Table:
 
 def _moe_rank(rank, world, cfg, tokens):
     x = torch.randn(world * tokens, cfg.hidden, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
-    layer = ExpertParallelMoE(MoE(cfg, seed=3))
+    x = x.to(device())
+    layer = ExpertParallelMoE(MoE(cfg, seed=3).to(device()))
     y, dropped = layer(x[rank * tokens:(rank + 1) * tokens])
-    want, _ = moe_reference(MoE(cfg, seed=3), x, groups=world)
+    want, _ = moe_reference(MoE(cfg, seed=3).to(device()), x, groups=world)
     return (y - want[rank * tokens:(rank + 1) * tokens]).abs().max().item(), dropped, layer.stats.get("bytes_sent", 0)
 
 
@@ -128,7 +134,7 @@ def moe_table(factors=(0.5, 1.0, 1.25, 2.0), world: int = 2, tokens: int = 32) -
     rows = []
     for f in factors:
         cfg = MoEConfig(hidden=16, experts=4, ffn=32, top_k=2, capacity_factor=f)
-        res = launch(_moe_rank, world, cfg, tokens, backend="gloo", timeout=60)
+        res = launch(_moe_rank, world, cfg, tokens, timeout=60)
         rows.append((f, cfg.capacity(tokens), sum(r[1] for r in res), cfg.top_k * tokens * world,
                      res[0][2], 2 * all_to_all_bytes(cfg, tokens, world, 8), max(r[0] for r in res) < 1e-12))
     return Table(["capacity factor", "slots/expert", "dropped", "choices", "a2a bytes", "formula", "= 1 process"],

@@ -67,7 +67,7 @@ class TensorParallelGPT(nn.Module):
                                  f"the number of ranks ({self.world})")
             x = self._embed_sp(tokens)                              # (B, T/t, h)
         else:
-            x = self.tok_emb(tokens) + self.pos_emb(torch.arange(T))  # (B, T, h)
+            x = self.tok_emb(tokens) + self.pos_emb(torch.arange(T, device=tokens.device))  # (B, T, h)
         for block in self.blocks:
             x = block(x)
         x = self.ln_f(x)
@@ -86,7 +86,7 @@ class TensorParallelGPT(nn.Module):
         local = nn.functional.embedding((tokens - emb.start).clamp(0, rows - 1), emb.weight) * mine.unsqueeze(-1)
         x = reduce_scatter_seq(local)                               # replaces the embedding's all-reduce
         T = tokens.shape[1] // self.world
-        return x + self.pos_emb(torch.arange(self.rank * T, (self.rank + 1) * T))
+        return x + self.pos_emb(torch.arange(self.rank * T, (self.rank + 1) * T, device=tokens.device))
 
     def replicated_parameters(self) -> list[nn.Parameter]:
         """Parameters every rank holds whole: position embedding, LayerNorms, row-parallel biases."""

@@ -76,7 +76,7 @@ class _VocabParallelCE(torch.autograd.Function):
     def backward(ctx, grad):
         softmax, local_t, mine = ctx.saved_tensors
         g = softmax.clone()
-        rows_idx = torch.arange(g.shape[0])
+        rows_idx = torch.arange(g.shape[0], device=g.device)
         g[rows_idx[mine], local_t[mine]] -= 1.0
         return (g * (grad / g.shape[0])).to(ctx.in_dtype), None, None
 

@@ -16,6 +16,9 @@ import torch
 import torch.distributed as dist
 
 from labkit.collectives.counting import record_collective
+from labkit.compat import torch_fallbacks
+
+torch_fallbacks()   # all_gather_single / reduce_scatter_single on torch < 2.13
 
 
 def all_gather_flat(shard: torch.Tensor, phase: str) -> torch.Tensor:

@@ -22,7 +22,7 @@ import torch
 
 from labkit.checks import check_int, check_real
 from labkit.collectives.counting import count_collectives
-from labkit.dist import launch
+from labkit.dist import device, launch
 from labkit.model import GPT, GPTConfig, batch, parameter_count
 from labkit.table import Table
 from labkit.zero.formulas import comm_bytes_per_step, model_state_bytes, reduction
@@ -61,8 +61,7 @@ def equivalence_table(worlds=(1, 2, 4), cfg: GPTConfig = SMALL, torch_world: int
     for method in ("zero1", "zero2", "fsdp", "torch-zero1", "torch-fsdp2"):
         ns = (torch_world,) if method.startswith("torch") else worlds
         for n in ns:
-            runs = launch(partial(train_rank, global_batch=global_batch), n, method, cfg, backend="gloo",
-                          timeout=120, quiet=True)
+            runs = launch(partial(train_rank, global_batch=global_batch), n, method, cfg, timeout=120, quiet=True)
             err = max((r.params[k] - want[k]).abs().max().item() for r in runs for k in want)
             rows.append((method, n, err))
     return Table(["method", "ranks", "max |param - one process|"], rows, formats={"max |param - one process|": ".1e"},
@@ -70,7 +69,7 @@ def equivalence_table(worlds=(1, 2, 4), cfg: GPTConfig = SMALL, torch_world: int
                        "parameters")
 
 
-def _held_rank(rank, world, method, cfg, dtype):
+def _held_rank(rank, world, method, cfg, dtype):     # train_rank silences torch's FutureWarnings
     return train_rank(rank, world, method, cfg, steps=1, global_batch=world, dtype=dtype)
 
 
@@ -85,7 +84,7 @@ def memory_table(world: int = 4, cfg: GPTConfig = SMALL) -> Table:
     whole = sum(p.numel() for p in GPT(cfg).parameters() if p.dim() == 1)
     rows = []
     for method in ("ddp", "zero1", "zero2", "fsdp"):
-        run = launch(_quiet(_held_rank), world, method, cfg, torch.float32, backend="gloo", timeout=120)[0]
+        run = launch(_held_rank, world, method, cfg, torch.float32, timeout=120)[0]
         pad = run.padded_numel
         formula = {"ddp": 16 * psi, "zero1": 8 * psi + 12 * pad / world, "zero2": 4 * psi + 16 * pad / world,
                    "fsdp": 16 * pad / world + 16 * whole}[method] + 4 * run.stepped_tensors
@@ -138,7 +137,7 @@ def traffic_table(world: int = 4, cfg: GPTConfig = SMALL) -> Table:
             ops = launch(_quiet(_torch_zero1_rank), world, cfg, backend="gloo", timeout=120, quiet=True)[0]
             formula = 3 * ring * psi                            # DDP's all-reduce + ZeRO's broadcasts
         else:
-            run = launch(_quiet(_held_rank), world, method, cfg, torch.float32, backend="gloo", timeout=120)[0]
+            run = launch(_quiet(_held_rank), world, method, cfg, torch.float32, timeout=120)[0]
             ops = run.comm[0]
             stage = {"ddp": 0, "zero1": 1, "zero2": 2, "fsdp": 3}[method]
             sharded = run.padded_numel or psi                 # Ψ' after our padding rule (Ψ for DDP)
@@ -227,9 +226,9 @@ def _fsdp_trace_rank(rank, world, cfg, compute_dtype):
     from labkit.zero.fsdp import FSDP
 
     warnings.simplefilter("ignore", FutureWarning)
-    model = FSDP(GPT(cfg), compute_dtype=compute_dtype)
+    model = FSDP(GPT(cfg).to(device()), compute_dtype=compute_dtype)
     with count_collectives() as recs:
-        model(*batch(cfg, 2, seed=rank))[1].backward()
+        model(*(t.to(device()) for t in batch(cfg, 2, seed=rank)))[1].backward()
         model.finish_gradient_synchronization()
     gathered = sum(c.bytes_sent for c in recs if c.op == "all_gather")
     kept = sorted({str(t.dtype)[6:] for p in model.parameters() for t in (p, p.grad) if t is not None})
@@ -240,8 +239,8 @@ def fsdp_trace(world: int = 2, cfg: GPTConfig = SMALL) -> Table:
     """FSDP's events in one forward + backward, in the order they happen, with the units whole at
     that moment (root "" = embeddings, final LayerNorm and the tied head); and the all-gather
     bytes one rank sends with float32 and with bfloat16 compute."""
-    events, fp32, _ = launch(_fsdp_trace_rank, world, cfg, None, backend="gloo", timeout=60)[0]
-    _, bf16, kept = launch(_fsdp_trace_rank, world, cfg, torch.bfloat16, backend="gloo", timeout=60)[0]
+    events, fp32, _ = launch(_fsdp_trace_rank, world, cfg, None, timeout=60)[0]
+    _, bf16, kept = launch(_fsdp_trace_rank, world, cfg, torch.bfloat16, timeout=60)[0]
     whole, rows = [], []
     for what, unit, phase in events:
         name = unit or "root"

@@ -120,7 +120,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
     def _reduce_scatter(self, b: Bucket, phase: str, async_op: bool) -> None:
         flat = b.layout.flatten([p.grad for p in b.params]) if any(p.grad is not None for p in b.params) \
-            else torch.zeros(b.layout.padded, dtype=b.params[0].dtype)                  # (Ψ',)
+            else torch.zeros(b.layout.padded, dtype=b.params[0].dtype, device=b.params[0].device)     # (Ψ',)
         out, work = reduce_scatter_flat(flat, phase, async_op=async_op)                 # (Ψ'/N,)
         b.ready.clear()
         if self.stage == 2:

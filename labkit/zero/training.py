@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from labkit.collectives.counting import count_collectives
+from labkit.dist import device
 from labkit.memory.tracker import MemoryTracker
 from labkit.model import GPT, GPTConfig, batch
 
@@ -51,8 +52,8 @@ class RankRun:
     stepped_tensors: int
 
 
-def _model(cfg: GPTConfig, dtype, frozen) -> GPT:
-    model = GPT(cfg, seed=0, dtype=dtype)
+def _model(cfg: GPTConfig, dtype, frozen, device="cpu") -> GPT:
+    model = GPT(cfg, seed=0, dtype=dtype).to(device)
     for name in frozen:
         model.get_parameter(name).requires_grad_(False)
     return model
@@ -60,8 +61,9 @@ def _model(cfg: GPTConfig, dtype, frozen) -> GPT:
 
 def build(method: str, cfg: GPTConfig, dtype=torch.float32, lr: float = 1e-2, weight_decay: float = 0.1,
           bucket_cap_mb: float = 25.0, policy=None, frozen: tuple = ()):
-    """(model to call, optimizer) for ``method`` on this rank; the model is ``GPT(cfg, seed=0)``."""
-    model = _model(cfg, dtype, frozen)
+    """(model to call, optimizer) for ``method`` on this rank; the model is ``GPT(cfg, seed=0)``, on
+    this rank's device (`labkit.dist.device`)."""
+    model = _model(cfg, dtype, frozen, device())
     kw = dict(lr=lr, weight_decay=weight_decay)
     if method == "ddp":
         from labkit.data_parallel import DDP
@@ -89,7 +91,7 @@ def build(method: str, cfg: GPTConfig, dtype=torch.float32, lr: float = 1e-2, we
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
-        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        mesh = init_device_mesh(device().type, (dist.get_world_size(),))
         for block in model.blocks:
             fully_shard(block, mesh=mesh)
         fully_shard(model, mesh=mesh)
@@ -123,7 +125,7 @@ def train_rank(rank: int, world: int, method: str, cfg: GPTConfig, steps: int = 
     lo, hi = rank * global_batch // world, (rank + 1) * global_batch // world
     losses, comm, peak = [], [], 0
     for step in range(steps):
-        tokens, targets = batch(cfg, global_batch, seed=step)
+        tokens, targets = (t.to(device()) for t in batch(cfg, global_batch, seed=step))
         tracker = MemoryTracker(model, local_optimizer(opt))
         with tracker, count_collectives() as recs:
             opt.zero_grad()
