@@ -11,6 +11,8 @@
     cost.py       Cluster, Software and predict(): an iteration's parts
     search.py     search() / plan(): enumerate, reject (with reasons), predict, sort fastest first
     published.py  published runs (Narayanan et al. 2021 Table 1 to fit; held-out runs to validate)
+    calibrate.py  the device and network terms' forms against this CPU (GEMM sweep, kernels, gloo)
+    local.py      the planner on this machine: predicted vs measured 3D-parallel steps on gloo ranks
 """
 from labkit.planner.cost import (A100_80GB_SELENE, H100_80GB_DGX, MEGATRON_2021, MEGATRON_2021_TORCH_DDP,
                                  MEGATRON_2022, MEGATRON_DEEPSPEED_BF16, Cluster, Prediction, Software, predict,

@@ -14,7 +14,9 @@ so (NVIDIA, *Matrix Multiplication Background User's Guide*, "tile and wave quan
 
 The max is the roofline (Lab 01): a GEMM whose arithmetic intensity 2mnk / bytes is below the
 device's ridge point is limited by memory, not by its FLOPs. The tile is laid either way round
-(rows × cols or cols × rows), whichever needs fewer waves, as cuBLAS's heuristics would pick.
+(rows × cols or cols × rows), whichever needs fewer waves. There is one tile shape, cuBLAS's
+large-GEMM tile: a GEMM thinner than a tile is charged a whole tile row (cuBLAS would switch to a
+smaller tile or a GEMV kernel there — a transformer layer never multiplies fewer than b·s rows).
 ``gemm_efficiency`` is the share of the per-SM peak one full tile's main loop sustains: the only
 constant of this term that is fitted (`labkit.planner.published.fit_constants`).
 

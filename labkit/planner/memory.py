@@ -25,7 +25,13 @@ Smaller terms, as Korthikanti et al. count them: the first stage's embedding-dro
 bytes per micro-batch in flight; the last stage's final LayerNorm input and logit-layer input
 (2 + 2)·s·b·h bytes and the fp32 logits 4·s·b·V/tp bytes; and with recomputation, one layer's
 rematerialised activations during its backward (the "none" bytes minus the kept bytes).
-Not modelled: temporary buffers, communication buffers, allocator fragmentation, CUDA context.
+Not modelled here: temporary buffers, communication buffers, allocator fragmentation, the CUDA
+context — the `labkit.planner.cost.Cluster`'s stated headroom (2 GiB reserved, 5 % fragmentation)
+stands for them when a plan is checked against a GPU's memory.
+
+**Uneven stages** (pp does not divide l, or ``Plan.stage_layers`` is given): stage i holds its own
+L_i layers and min(m, pp − i) micro-batches of them under 1F1B, so `memory_per_gpu` looks at the
+first and the last stage and at the earliest stage of each layer count — the fullest is one of them.
 """
 from __future__ import annotations
 

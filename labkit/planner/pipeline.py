@@ -17,8 +17,8 @@ For equal stages the first is m·t + (p − 1)·t: the bubble (p − 1)/m of the
 sets the pace and the others add their fill and drain. tests/test_planner_pipeline.py compares both
 with `labkit.pipeline.simulate` run with per-stage forward and backward times: the 1F1B form is
 exact when the slowest stage is the last (the usual case: it runs the logits and the loss) and
-otherwise an upper bound (within 1 % from m = 8p on, 15 % at m = p); the interleaved form is within
-−1 % and +9 % of the simulator for a heavier first or last chunk.
+otherwise an upper bound (with stages up to ±20 % apart: within 3 % at m = 8p, 15 % at m = p); the
+interleaved form is within −1 % and +9 % of the simulator for a heavier first or last chunk.
 """
 from __future__ import annotations
 
