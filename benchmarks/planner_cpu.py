@@ -235,10 +235,10 @@ and in collectives over dedicated links. This machine breaks three of its assump
    not run yet. α was measured with no compute running beside the all-reduces, so it understates
    that wait.
 
-Also not modelled: the embedding and cross-entropy all-reduces, the optimizer step, and pipeline
-messages that carry the whole activation on every tp rank (labkit.parallel3d does not split them
-as Megatron does; the planner divides them by tp). The fitted efficiency absorbs all of this on
-average. No constant was tuned per grid.
+Also left out of this comparison's device: memory-bound kernels, per-kernel overheads and the
+optimizer step (its `labkit.planner.local.LocalMachine.software` and `.cluster` say so); the
+pipeline messages carry the whole activation on every tp rank, as labkit.parallel3d sends them.
+The fitted efficiency absorbs all of this on average. No constant was tuned per grid.
 
 Fastest grid:
 

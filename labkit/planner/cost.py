@@ -281,8 +281,8 @@ def stage_split(model: Model, plan: Plan, cluster: Cluster | None = None, softwa
 
 
 def _stage_parts(plan: Plan, split, pieces: Pieces) -> list[PassTime]:
-    """Per pipeline stage (chunk order when interleaved): its PassTime for one micro-batch, the pp
-    sends added to ``tp`` of a separate list (returned as the second element)."""
+    """Per pipeline stage (chunk order when interleaved: chunk c of rank r is stage c·p + r): its
+    `PassTime` for one micro-batch — its layers, the embedding on the first, the head on the last."""
     p, v = plan.pp, plan.virtual_stages
     layer = pieces.layer.total
     if v == 1:
