@@ -28,7 +28,7 @@ def test_memory_bound_kernels_run():
 
 def test_ring_all_reduce_on_real_gloo_ranks():
     # labkit's ring on 2 gloo processes: a 4 KiB and an 8 MiB buffer (the larger is slower on any
-    # machine), the model fitted through both
+    # machine), the model fitted through both (the two largest)
     times, net = C.gloo_ring(2, sizes=(4 << 10, 8 << 20), repeat=3)
     assert sorted(times) == [4 << 10, 8 << 20] and all(t > 0 for t in times.values())
     assert net.gpus_per_node == 2 and net.intra_latency >= 0 and net.nvlink_bandwidth > 0

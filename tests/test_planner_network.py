@@ -92,13 +92,16 @@ def test_network_bad_input():
 
 # -- the ring on real ranks: fitting the model to (planted) gloo timings -----------------------------
 
-def test_fit_ring_passes_through_the_end_sizes():
+def test_fit_ring_passes_through_the_two_largest_sizes():
     truth = Network(4, 2e9, 1, 2e9, intra_latency=300e-6, inter_latency=300e-6)
     sizes = (4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20)
     times = {n: C.ring_model(truth, 4, n) for n in sizes}
     net = C.fit_ring(4, times)
     assert net.intra_latency == pytest.approx(300e-6) and net.nvlink_bus == pytest.approx(2e9)
-    for n in sizes:                       # a ring's times are a line in S: the middle sizes follow
+    for n in sizes:                       # a ring's times are a line in S: the others follow
         assert C.ring_model(net, 4, n) == pytest.approx(times[n])
+    # a stalled process at a small size does not move the fit
+    stalled = {**times, 4 << 10: 0.02}
+    assert C.fit_ring(4, stalled).nvlink_bus == pytest.approx(2e9)
     with pytest.raises(ValueError, match="the larger buffer was not slower"):
         C.fit_ring(4, {1000: 2e-3, 10 ** 6: 1e-3})

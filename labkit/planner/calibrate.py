@@ -12,8 +12,8 @@ notebook); here the same *forms* are checked against this CPU:
   4-byte elements, each's bytes moved / seconds next to the copy's rate — the model's assumption is
   that such a kernel runs at (close to) the memory bandwidth.
 * **Collectives** (`gloo_ring`): labkit's ring all-reduce on real gloo ranks (`labkit.dist.launch`,
-  Lab 05's timer), the planner's ring model (`labkit.planner.network`) fitted on the smallest and
-  largest buffer and compared on the others.
+  Lab 05's timer), the planner's ring model (`labkit.planner.network`) fitted through the two
+  largest buffers and compared on the others.
 
 Timings on a shared 2-core machine are noisy: every number here is the *best* of interleaved
 rounds (other processes only ever add time), and the notebook tags these cells as timing.
@@ -76,7 +76,7 @@ class GemmSample:
         return self.flops / self.seconds
 
 
-def cpu_gemm_sweep(shapes=GEMM_SHAPES, rounds: int = 5, threads: int = 1) -> list[GemmSample]:
+def cpu_gemm_sweep(shapes=GEMM_SHAPES, rounds: int = 9, threads: int = 1) -> list[GemmSample]:
     """torch.mm (float32) on ``threads`` CPU threads for each (m, n, k), best of ``rounds``."""
     import torch
 
@@ -91,7 +91,7 @@ def cpu_gemm_sweep(shapes=GEMM_SHAPES, rounds: int = 5, threads: int = 1) -> lis
         operands.append((a, b, out))
         fns[(m, n, k)] = lambda a=a, b=b, out=out: torch.mm(a, b, out=out)
     with threads_block(threads):
-        best = interleaved_best(fns, rounds)
+        best = interleaved_best(fns, rounds, min_time_s=0.005)
     return [GemmSample(m, n, k, best[(m, n, k)]) for m, n, k in shapes]
 
 
@@ -167,7 +167,7 @@ def check_sweep(samples, element_bytes: int = 4) -> SweepCheck:
 KERNEL_BYTES = {"copy": 8, "add": 12, "LayerNorm": 8, "softmax": 8, "GELU": 8, "dropout": 9}
 
 
-def cpu_kernels(n: int = 1 << 22, rounds: int = 5, threads: int = 1) -> dict:
+def cpu_kernels(n: int = 1 << 22, rounds: int = 9, threads: int = 1) -> dict:
     """{kernel: (bytes moved, seconds)} for memory-bound kernels on ``n`` float32 elements (rows of
     1024 for LayerNorm and softmax; dropout also writes a 1-byte mask), best of ``rounds``."""
     import torch
@@ -187,10 +187,11 @@ def cpu_kernels(n: int = 1 << 22, rounds: int = 5, threads: int = 1) -> dict:
     return {k: (KERNEL_BYTES[k] * n, best[k]) for k in fns}
 
 
-def gloo_ring(world: int = 4, sizes=(4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 << 20), repeat: int = 10):
+def gloo_ring(world: int = 4, sizes=(4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20),
+              repeat: int = 12):
     """Labkit's ring all-reduce on ``world`` real gloo ranks (Lab 05's timer: the slowest rank, the
-    best of ``repeat`` calls), and the planner's ring model fitted on the smallest and largest
-    size: returns ({bytes: measured s}, the fitted one-node `Network`)."""
+    best of ``repeat`` calls), and the planner's ring model fitted through the two largest buffers
+    (`fit_ring`): returns ({bytes: measured s}, the fitted one-node `Network`)."""
     from labkit.collectives import lab as L
 
     measured = L.time_all_reduces(world, sizes=tuple(sizes), algorithms=("ring_all_reduce",), repeat=repeat)
@@ -199,9 +200,12 @@ def gloo_ring(world: int = 4, sizes=(4 << 10, 32 << 10, 256 << 10, 2 << 20, 16 <
 
 
 def fit_ring(world: int, times: dict) -> Network:
-    """The one-node `Network` whose ring all-reduce (2(n−1)·α + 2(n−1)/n·S/bw) passes exactly through
-    the smallest and the largest buffer's measured times (α in s, bw in bytes/s)."""
-    lo, hi = min(times), max(times)
+    """The one-node `Network` whose ring all-reduce, 2(n−1)·α + 2(n−1)/n·S/bw, passes through the
+    two largest buffers' measured times (where the bytes term dominates and a stalled process
+    matters least; α clamped at 0): α in s, bw in bytes/s."""
+    if len(times) < 2:
+        raise ValueError(f"fit_ring: need at least two buffer sizes, got {len(times)}")
+    lo, hi = sorted(times)[-2:]
     c = 2 * (world - 1) / world
     beta = (times[hi] - times[lo]) / (c * (hi - lo))
     if beta <= 0:
