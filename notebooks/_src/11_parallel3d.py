@@ -429,12 +429,20 @@ claim("the largest models run fastest in the model too",
       max(t1_rows, key=lambda r: r.paper.tflops_per_gpu).run.params_billion > 500)
 claim("the 18.4B row dips below its smaller neighbours, as in the paper",
       t1_rows[3].paper.tflops_per_gpu < min(r.paper.tflops_per_gpu for r in t1_rows[:3]))
+share = {r.run.label: {k: v / r.paper.step_time for k, v in r.paper.parts.items()} for r in t1_rows}
+claim("18.4B spends the largest share on tp all-reduces and the smallest on GEMMs",
+      max(share, key=lambda k: share[k]["tp"]) == "18.4B" == min(share, key=lambda k: share[k]["gemm"]),
+      f"tp {share['18.4B']['tp']:.0%}, GEMM {share['18.4B']['gemm']:.0%}")
+claim("1.7B spends the largest share on memory-bound kernels", max(share, key=lambda k: share[k]["elementwise"])
+      == "1.7B", f"{share['1.7B']['elementwise']:.0%}")
 
 # %% [markdown]
-# Yes, and for the reasons built in: the small models' GEMMs have fewer tiles and their
-# memory-bound kernels a larger share of the time; the 18.4B row dips because tensor parallelism
-# of 8 splits a hidden size of 6144 into thin GEMMs while LayerNorm and dropout run whole on each
-# rank. A constant cannot follow any of it (its error grows to 16 % on the largest models).
+# Yes, and for the reasons built in. The smallest model spends over a quarter of its time in
+# memory-bound kernels: with 24 heads of a 2048 × 2048 score matrix each, softmax and dropout move
+# more bytes per FLOP the smaller the hidden size. The 18.4B row dips because 8-way tensor
+# parallelism on a hidden size of only 6144 gives it the most all-reduce time per FLOP of any row
+# and the smallest share of time in GEMMs. The largest models are almost all GEMM. A constant cannot
+# follow any of it (its error grows to 16 % on the largest models).
 #
 # Fitting two constants to ten rows proves little by itself. The test is runs the model was not
 # fitted to: Korthikanti et al. (2022) on the same machine with newer software, with full
