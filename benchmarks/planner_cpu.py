@@ -5,8 +5,8 @@ gloo ranks next to the measured one (`labkit.parallel3d.time_grid`: real trainin
 The planner gets this machine's constants, measured here (`labkit.planner.local.measure_machine`):
 one thread's FLOP/s on the model's matmul shapes (Lab 01's timer) shared as cores/ranks when
 there are more ranks than cores, and α, β of gloo's all-reduce on all ranks (Lab 05's fit). One
-constant, the planner's flops_efficiency, is fitted once over all 14 grids of both world sizes.
-Nothing is fitted per grid.
+constant, the share of that matmul rate a step reaches (the CPU device's gemm_efficiency), is
+fitted once over all 14 grids of both world sizes. Nothing is fitted per grid.
 
 Each world's grids are measured in two passes (one launch per grid each time); a grid's time is the
 faster pass (on a shared machine other work only ever adds time), and the rank correlation between
@@ -92,7 +92,7 @@ def main(argv=None):
         print(f"  measured {len(grids)} grids × {a.passes} passes ({time.perf_counter() - t0:.0f} s so far); "
               f"Spearman pass 1 vs pass 2: {repeatability[w]:+.2f}")
     efficiency = fit_efficiency(model, [(machines[w], measured[w]) for w in WORLDS])
-    print(f"fitted flops_efficiency {efficiency:.3f} (one value, all grids)")
+    print(f"fitted efficiency {efficiency:.3f} (one value, all grids)")
 
     table, summary, results, rho = [], [], {}, {}
     for w in WORLDS:
@@ -192,7 +192,7 @@ replica (b = {GLOBAL_BATCH}/(dp·{MICRO_BATCHES}) sequences each), 1F1B, SGD, {m
   `fit_alpha_beta`, buffers 4 KiB–16 MiB, best of 15): 4 ranks α = {m4.alpha * 1e6:.0f} us,
   1/β = {m4.bandwidth / 1e9:.2f} GB/s; 8 ranks α = {m8.alpha * 1e6:.0f} us, 1/β = {m8.bandwidth / 1e9:.2f} GB/s.
   All ranks are on one "node": the intra-node link is loopback.
-- the one fitted constant: flops_efficiency = {efficiency:.3f}, least squares on the relative error
+- the one fitted constant: the efficiency (gemm_efficiency of the CPU device) = {efficiency:.3f}, least squares on the relative error
   over all {len(table)} grids at once.
 - script run time: {seconds:.0f} s. The machine is shared: 1-minute load average {load_before:.1f}
   at the start, {load_after:.1f} at the end (this script alone keeps up to 8 ranks busy).
@@ -235,10 +235,10 @@ and in collectives over dedicated links. This machine breaks three of its assump
    not run yet. α was measured with no compute running beside the all-reduces, so it understates
    that wait.
 
-Also not modelled: the embedding and cross-entropy all-reduces, the optimizer step, and pipeline
-messages that carry the whole activation on every tp rank (labkit.parallel3d does not split them
-as Megatron does; the planner divides them by tp). The fitted efficiency absorbs all of this on
-average. No constant was tuned per grid.
+Also left out of this comparison's device: memory-bound kernels, per-kernel overheads and the
+optimizer step (its `labkit.planner.local.LocalMachine.software` and `.cluster` say so); the
+pipeline messages carry the whole activation on every tp rank, as labkit.parallel3d sends them.
+The fitted efficiency absorbs all of this on average. No constant was tuned per grid.
 
 Fastest grid:
 

@@ -43,6 +43,23 @@ def test_partition_against_brute_force():
         assert bottleneck == max(math.fsum(costs[bounds[k]:bounds[k + 1]]) for k in range(p))
 
 
+def test_bisection_gives_the_plain_dps_answer_on_long_chains():
+    # labkit's partition_stages finds each min over the first stage's end by bisection; the plain
+    # O(p·n²) DP of solutions/lab11_parallel3d.py scans every end. Same sizes, same bottleneck, on
+    # chains too long for brute force (ties included: many equal layers, as in a transformer)
+    from solutions.lab11_parallel3d import partition_stages as plain
+    rng = random.Random(1)
+    for _ in range(60):
+        n = rng.randint(10, 70)
+        p = rng.randint(1, n)
+        kind = rng.random()
+        if kind < 0.4:                                   # a transformer: equal layers, heavier ends
+            costs = [1.0 + rng.random()] + [1.0] * (n - 2) + [1.0 + 2 * rng.random()]
+        else:
+            costs = [rng.choice([1, 2, 3, 0.5, 0.1, 0.2, 0.3, rng.random() + 1e-3]) for _ in range(n)]
+        assert A.partition_stages(costs, p) == plain(costs, p), (costs, p)
+
+
 def test_fsum_makes_stage_costs_order_free():
     # 0.1 + 0.2 + 0.3 summed left to right is 0.6000000000000001; fsum gives 0.6
     sizes, bottleneck = A.partition_stages([0.1, 0.2, 0.3, 0.6], 2)

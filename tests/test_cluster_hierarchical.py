@@ -106,10 +106,13 @@ def test_model_times_by_hand():
     n = 1e6
     # hierarchical, N = g = 2: 2·[α1 + n/2·β1] + 2α2 + 2·(1/2)·(n/2)·β2
     assert H.hierarchical_time(n, 2, 2, intra, inter) == pytest.approx(2 * (1e-6 + 5e-4) + 2e-5 + 5e-3, rel=1e-12)
-    # flat ring over 4 ranks crossing nodes: 6 steps of α2 + (n/4)·β2
+    # one flat ring over 4 ranks crossing nodes: 6 steps of α2 + (n/4)·β2
     assert H.flat_ring_time(n, 2, 2, intra, inter) == pytest.approx(6 * (1e-5 + 2.5e-3), rel=1e-12)
-    c = H.compare_all_reduce(n, 2, 2, intra, inter)
-    assert c.winner == "hierarchical" and c.speedup == pytest.approx(0.01506 / 0.006022, rel=1e-12)
+    # two rings (one per card): each card carries half the bytes, β2/2 — still the slower class here
+    assert H.flat_ring_time(n, 2, 2, intra, inter, rings=2) == pytest.approx(6 * (1e-5 + 1.25e-3), rel=1e-12)
+    c = H.compare_all_reduce(n, 2, 2, intra, inter)              # a card per GPU: NCCL runs 2 rings
+    assert c.flat_s == H.flat_ring_time(n, 2, 2, intra, inter, rings=2)
+    assert c.winner == "hierarchical" and c.speedup == pytest.approx(6 * (1e-5 + 1.25e-3) / 0.006022, rel=1e-12)
 
 
 def test_one_level_is_a_plain_ring():
@@ -121,23 +124,43 @@ def test_one_level_is_a_plain_ring():
 
 @pytest.mark.parametrize("nodes,g", [(2, 2), (2, 8), (4, 8), (16, 4)])
 def test_difference_closed_forms(nodes, g):
-    intra, inter = (2e-6, 1 / 150e9), (1e-5, 1 / 25e9)
+    intra, inter = (2e-6, 1 / 232.5e9), (1e-5, 1 / 24e9)
     a1, b1 = intra
     a2, b2 = inter
+    p = nodes * g
     for n in (1e3, 1e6, 1e9):
-        d = H.hierarchical_time(n, nodes, g, intra, inter) - H.flat_ring_time(n, nodes, g, intra, inter)
-        assert d == pytest.approx(2 * (g - 1) * (a1 - nodes * a2 + n * (b1 - b2) / g), rel=1e-9)
+        # one ring per card (a card per GPU): NVLink carries every ring's bytes, each card 1/g of them
+        d = H.hierarchical_time(n, nodes, g, intra, inter) - H.compare_all_reduce(n, nodes, g, intra, inter).flat_s
+        want = 2 * (g - 1) * (a1 - nodes * a2) + 2 * n * (
+            (g - 1) / g * b1 + (nodes - 1) / nodes * b2 / g - (p - 1) / p * max(b1, b2 / g))
+        assert d == pytest.approx(want, rel=1e-9, abs=1e-15)
+        # one card per node: one ring, all of its bytes through that card
         d1 = (H.hierarchical_time(n, nodes, g, intra, inter, nics_per_node=1)
-              - H.flat_ring_time(n, nodes, g, intra, inter))
+              - H.compare_all_reduce(n, nodes, g, intra, inter, nics_per_node=1).flat_s)
         assert d1 == pytest.approx(2 * (g - 1) * (a1 - nodes * a2 + n * (b1 - b2 / nodes) / g), rel=1e-9)
+
+
+def test_a_card_per_gpu_flat_rings_win_large_buffers_hierarchical_small_ones():
+    # DGX A100-like links: NCCL's measured 232.5 GB/s inside a node, 24 GB/s per HDR card
+    intra, inter = (2e-6, 1 / 232.5e9), (1e-5, 1 / 24e9)
+    for nodes in (2, 8, 32):
+        cross = H.crossover_bytes(nodes, 8, intra, inter)
+        assert 1e7 < cross < 1e9
+        assert H.compare_all_reduce(cross / 4, nodes, 8, intra, inter).winner == "hierarchical"
+        big = H.compare_all_reduce(cross * 4, nodes, 8, intra, inter)
+        assert big.winner == "flat" and big.speedup < 1
+    # the old claim "hierarchical wins at every size by 4.5-7.9x" came from one flat ring through
+    # one card: with rings=1 it does hold at 1 GB ...
+    one = H.flat_ring_time(1e9, 8, 8, intra, inter)
+    assert one / H.hierarchical_time(1e9, 8, 8, intra, inter) > 4
+    # ... but NCCL drives all 8 cards: the flat rings are then 1.2-1.6x faster at 1 GB
+    assert 1.2 < H.hierarchical_time(1e9, 8, 8, intra, inter) / H.compare_all_reduce(1e9, 8, 8, intra,
+                                                                                       inter).flat_s < 1.6
 
 
 def test_crossover_with_one_network_card_per_node():
     intra, inter = (2e-6, 1 / 150e9), (1e-5, 1 / 25e9)     # NVLink-class inside, HDR InfiniBand across
-    # a card per GPU: hierarchical wins at every size
-    assert H.crossover_bytes(8, 8, intra, inter) == math.inf
-    assert all(H.compare_all_reduce(n, 8, 8, intra, inter).winner == "hierarchical" for n in (1, 1e4, 1e8, 1e11))
-    # one card shared by 8 GPUs, 4 nodes: β1 = 1/150e9 < β2/N = 1/100e9, still always hierarchical
+    # one card shared by 8 GPUs, 4 nodes: β1 = 1/150e9 < β2/N = 1/100e9, always hierarchical
     assert H.crossover_bytes(4, 8, intra, inter, nics_per_node=1) == math.inf
     # 8 nodes: β2/N = 1/200e9 < β1, so the flat ring wins above n* = g(Nα2 − α1)/(β1 − β2/N)
     n_star = 8 * (8 * 1e-5 - 2e-6) / (1 / 150e9 - 1 / 25e9 / 8)
@@ -151,6 +174,8 @@ def test_bad_arguments():
         H.hierarchical_time(1.0, 2, 2, 1e-6, (1e-6, 1e-9))
     with pytest.raises(ValueError, match="flat_ring_time: n_bytes"):
         H.flat_ring_time(-1.0, 2, 2, (0, 0), (0, 0))
+    with pytest.raises(ValueError, match="flat_ring_time: rings must be an int >= 1, got 0"):
+        H.flat_ring_time(1.0, 2, 2, (0, 0), (0, 0), rings=0)
     with pytest.raises(ValueError, match="rank_groups: per_node"):
         H.rank_groups(2, 0)
     assert H.rank_groups(2, 3) == ([[0, 1, 2], [3, 4, 5]], [[0, 3], [1, 4], [2, 5]])

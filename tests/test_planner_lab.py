@@ -68,14 +68,59 @@ def test_first_stage_bytes_is_close_to_the_full_estimate():
 
 
 def test_megatron_and_findings_tables():
-    table, median = lab.megatron_table()
-    assert len(table.rows) == 10 and 0 < median < 0.08
+    table, summary, rows = lab.megatron_table()
+    assert len(table.rows) == 10 and summary.median < summary.constant_median and summary.spearman >= 0.6
+    assert [row[3] for row in table.rows] == [r.paper.tflops_per_gpu for r in rows]
     _lines_fit(table)
+    held, s, held_rows = lab.held_out_table()
+    assert len(held.rows) == 12 and s.worst < 0.2
+    _lines_fit(held)
     tp = {row[0]: row[-1] for row in lab.tp_sweep_table().rows}
-    assert max(tp, key=tp.get) == "8×8" and tp["16×4"] < 0.6 * tp["8×8"]
+    assert max(tp, key=tp.get) == "8×8" and 0.75 < tp["16×4"] / tp["8×8"] < 0.95
     rows = lab.batch_table().rows
     assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)     # bubble shrinks with batch
     assert all(r[4] > 0 for r in rows) and rows[0][4] > rows[-1][4]               # interleaving helps, less later
+
+
+def test_the_parts_tables():
+    # each table the notebook's section 5.1 prints: lines fit, numbers are the model's
+    gemm = lab.gemm_table("18.4", (1, 4))
+    _lines_fit(gemm)
+    from labkit.planner.device import A100_80GB, gemm_time
+    row = next(r for r in gemm.rows if r[0] == 4 and r[1] == "fc1")
+    t = gemm_time(A100_80GB, 8192, 3072, 6144)
+    assert (row[3], row[4], row[7]) == (t.tiles, t.waves, t.bound) == (768, 8, "compute")
+    nccl = lab.nccl_table()
+    _lines_fit(nccl)
+    assert [r[2] for r in nccl.rows] == [232.5, 24.0, 96.0, 96.0]
+    layers, worst = lab.layer_table()
+    assert worst < 0.12 and len(layers.rows) == 5
+    stages, worst = lab.pipeline_check()
+    assert worst < 1e-3
+    exposed, simulated, plain = lab.overlap_check()
+    assert exposed == pytest.approx(simulated, rel=1e-9) and exposed < plain
+    best = lab.search_table(lab._run("39.1").model, __import__("labkit.planner.cost", fromlist=["x"]).selene(512),
+                            1536, top=1)[1].best
+    parts = lab.parts_table(best)
+    assert parts.rows[-1][1] == pytest.approx(best.step_time) and sum(r[1] for r in parts.rows[:-1]) == \
+        pytest.approx(best.step_time)
+
+
+def test_calibration_tables_on_fake_measurements():
+    # the CPU checks' tables from given measurements (the notebook measures; tests do not time)
+    from labkit.planner import calibrate as C
+    truth = C.cpu_device(50e9, 10e9, 2e-6)
+    samples = [C.GemmSample(m, n, k, C.model_seconds(truth, C.GemmSample(m, n, k, 1.0))) for m, n, k in C.GEMM_SHAPES]
+    check = C.check_sweep(samples)
+    assert check.model_error < 0.02 < check.constant_error
+    _lines_fit(lab.cpu_gemm_table(check))
+    kernels = {k: (b * 1000, b * 1000 / 10e9) for k, b in C.KERNEL_BYTES.items()}
+    assert [r[3] for r in lab.kernel_table(kernels).rows] == pytest.approx([1.0] * 6)
+    times = {1000: 1e-3, 10 ** 5: 1.2e-3, 10 ** 6: 2e-3}
+    net = C.fit_ring(4, times)
+    table = lab.gloo_table(times, net, 4)
+    assert [r[1] for r in table.rows] == ["check", "fit", "fit"]
+    assert table.rows[1][4] == pytest.approx(1.0) and table.rows[2][4] == pytest.approx(1.0)
 
 
 def test_search_table_and_rejections():
@@ -121,7 +166,10 @@ def test_worked_answers():
     got = lab.worked_answers()
     assert got["1T flops"] == flops_per_iteration(lab._run("1008").model, 3072, True)
     assert got["1T seconds per iteration"] == pytest.approx(got["1T flops"] / (3072 * 163e12))
+    assert got["1T last term"] == 51200 / (16 * 128 * 25600)         # V/(16·l·h), Problem 1's denominator
+    assert got["175B model states GiB"] == pytest.approx(got["175B model states GB"] * 1e9 / 2 ** 30)
     assert got["bubble p=8 m=64"] == pytest.approx(7 / 71)
+    assert got["tp16 bus GB/s"] == 192.0 and got["BLOOM split"] == (5,) + (6,) * 10 + (5,)
 
 
 def test_equivalence_and_bytes_tables_on_four_ranks():

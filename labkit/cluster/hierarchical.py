@@ -33,16 +33,26 @@ Time in the α–β model, intra links (α₁, β₁), inter links (α₂, β₂
 β₂' = β₂·max(1, g/nics) when the g concurrent inter-node all-reduces of phase 2 share ``nics``
 network cards per node (default: one card per GPU, as on rail-optimised clusters, β₂' = β₂).
 Every ring step waits for its slowest link, so a flat ring that crosses machines runs at the
-inter-node link's speed on every one of its 2(p−1) steps. When the inter-node class is the
-slower one in both α and β, the difference is
+inter-node link's speed on every one of its 2(p−1) steps.
 
-    one card per GPU   hierarchical − flat = 2(g−1)·[α₁ − N·α₂ + S·(β₁ − β₂)/g]
-    one card per node  hierarchical − flat = 2(g−1)·[α₁ − N·α₂ + S·(β₁ − β₂/N)/g]
+**A flat ring is not one ring.** NCCL splits a large all-reduce over several rings (channels) that
+run at once, each leaving every node through a different card; with C rings a card carries 1/C
+of the bytes, so the inter-node class has β₂/C, while each GPU's NVLink still carries all of its
+2(p−1)/p·S. ``flat_ring_time(..., rings=C)`` models that; `compare_all_reduce` and
+`crossover_bytes` give the flat ring one ring per card (C = nics, NCCL's choice). Then, when the
+inter-node class is the slower one in α:
 
-With a card per GPU hierarchical is never slower while α₁ <= N·α₂ and β₁ <= β₂ (fewer slow
-steps, and S/g instead of S on the slow links). With one shared card the flat ring wins for
-large S once β₁ > β₂/N: its steps overlap intra- and inter-node transfers, while the
-hierarchical phases run one after another. `crossover_bytes` solves for that S.
+    C = 1 (one card per node)   hierarchical − flat = 2(g−1)·[α₁ − N·α₂ + S·(β₁ − β₂/N)/g]
+                                  (with β₂/1 slower than β₁; ring and phase 2 both on the one card)
+    C = g (a card per GPU)      hierarchical − flat = 2(g−1)·(α₁ − N·α₂)
+                                  + 2·S·[(g−1)/g·β₁ + (N−1)/N·β₂/g − (p−1)/p·max(β₁, β₂/g)]
+
+With a card per GPU the hierarchical algorithm has fewer slow latency steps, so it wins for small
+buffers; but its three phases run one after another, while the flat rings keep NVLink and every
+card busy at once, so for large buffers the flat rings win (on a DGX A100, NVLink 300 GB/s and
+8 × 25 GB/s cards, by up to ~1.6×). With one card per node the flat ring crosses that one card
+with all its bytes and the hierarchical algorithm wins until very large buffers on many nodes.
+`crossover_bytes` solves for the size where the winner changes.
 """
 from __future__ import annotations
 
@@ -282,16 +292,25 @@ def hierarchical_time(n_bytes: float, nodes: int, per_node: int, intra, inter,
             + predict_time("ring_all_reduce", nodes, n / g, a2, b2 * share))
 
 
-def flat_ring_time(n_bytes: float, nodes: int, per_node: int, intra, inter) -> float:
-    """Model time (s) of one ring all-reduce over all p = N·g ranks in rank order: 2(p−1) steps,
+def flat_ring_time(n_bytes: float, nodes: int, per_node: int, intra, inter, rings: int = 1) -> float:
+    """Model time (s) of a ring all-reduce over all p = N·g ranks in rank order: 2(p−1) steps,
     each as long as its slowest link, 2(p−1)·max(α + (n/p)·β) over the link classes present
-    (inter-node when N > 1, intra-node when g > 1). When the inter-node link is the slower,
-    that is 2(p−1)α₂ + 2(p−1)/p·n·β₂."""
+    (inter-node when N > 1, intra-node when g > 1). ``rings`` rings run at once, each through its
+    own network card (NCCL's channels): the inter-node class then has β₂/rings (module docstring).
+    With one ring and the inter-node link the slower, that is 2(p−1)α₂ + 2(p−1)/p·n·β₂."""
     n, nodes, g, _ = _sizes("flat_ring_time", n_bytes, nodes, per_node, None)
-    links = ([_link("flat_ring_time", "intra", intra)] if g > 1 else []) + \
-            ([_link("flat_ring_time", "inter", inter)] if nodes > 1 else [])
+    c = check_int("flat_ring_time", "rings", rings, minimum=1)
     p = nodes * g
-    return max((predict_time("ring_all_reduce", p, n, a, b) for a, b in links), default=0.0)
+    return max((predict_time("ring_all_reduce", p, n, a, b) for a, b in _flat_lines(intra, inter, nodes, g, c)),
+               default=0.0)
+
+
+def _flat_lines(intra, inter, nodes: int, g: int, rings: int) -> list:
+    """(α, β) of each link class a flat ring of ``rings`` rings uses: NVLink carries every ring's
+    bytes; each card carries one ring's."""
+    a1, b1 = _link("flat_ring_time", "intra", intra)
+    a2, b2 = _link("flat_ring_time", "inter", inter)
+    return ([(a1, b1)] if g > 1 else []) + ([(a2, b2 / rings)] if nodes > 1 else [])
 
 
 @dataclass(frozen=True)
@@ -308,16 +327,22 @@ class AllReduceComparison:
 
 def compare_all_reduce(n_bytes: float, nodes: int, per_node: int, intra, inter,
                        nics_per_node: int | None = None) -> AllReduceComparison:
-    """`hierarchical_time` against `flat_ring_time` for one n_bytes buffer."""
+    """`hierarchical_time` against `flat_ring_time` with one ring per network card (NCCL's rings,
+    min(nics, g) of them) for one n_bytes buffer."""
     h = hierarchical_time(n_bytes, nodes, per_node, intra, inter, nics_per_node)
-    f = flat_ring_time(n_bytes, nodes, per_node, intra, inter)
+    f = flat_ring_time(n_bytes, nodes, per_node, intra, inter, _rings(per_node, nics_per_node))
     winner = "hierarchical" if h < f else "flat" if f < h else "tie"
     return AllReduceComparison(float(n_bytes), h, f, winner, f / h if h > 0 else math.inf)
 
 
+def _rings(per_node: int, nics_per_node: int | None) -> int:
+    """Rings NCCL runs across nodes: one per network card a node's GPUs use, min(nics, g)."""
+    return per_node if nics_per_node is None else max(1, min(nics_per_node, per_node))
+
+
 def crossover_bytes(nodes: int, per_node: int, intra, inter, nics_per_node: int | None = None) -> float:
-    """The smallest buffer size n > 0 (bytes) at which the faster of hierarchical and flat changes;
-    math.inf if one of them is never slower for any n > 0.
+    """The smallest buffer size n > 0 (bytes) at which the faster of hierarchical and flat (one ring
+    per card) changes; math.inf if one of them is never slower for any n > 0.
 
     Each model time is a line a + b·n (a = rounds·α, b = bytes coefficient·β, from
     `labkit.collectives.alpha_beta.coefficients`), except that the flat ring takes the max of one
@@ -332,7 +357,7 @@ def crossover_bytes(nodes: int, per_node: int, intra, inter, nics_per_node: int 
     h_a = 2 * rs_a * a1 + ar_a * a2
     h_b = 2 * rs_b * b1 + ar_b * b2 * max(1.0, g / nics)
     fa, fb = coefficients("ring_all_reduce", nodes * g, 1.0)
-    lines = [(fa * a, fb * b) for present, (a, b) in ((g > 1, (a1, b1)), (nodes > 1, (a2, b2))) if present]
+    lines = [(fa * a, fb * b) for a, b in _flat_lines(intra, inter, nodes, g, _rings(g, nics))]
     if not lines:
         return math.inf
 

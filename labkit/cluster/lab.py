@@ -34,8 +34,8 @@ from labkit.collectives.chunking import chunk_sizes
 from labkit.table import Table
 
 # Example links, stated as (alpha seconds, beta seconds per byte).
-NVLINK = (2e-6, 1 / 150e9)      # NVLink-class inside a node: 150 GB/s per GPU, 2 µs per message
-IB_HDR = (10e-6, 1 / 25e9)      # HDR InfiniBand across nodes: 200 Gb/s = 25 GB/s per card, 10 µs
+NVLINK = (2e-6, 1 / 232.5e9)    # NVLink3 through NVSwitch as NCCL measures it on 8 A100s: 232.5 GB/s, 2 µs
+IB_HDR = (10e-6, 1 / 24e9)      # HDR InfiniBand across nodes: 200 Gb/s = 25 GB/s per card (NCCL: 24), 10 µs
 
 
 # ---------------------------------------------------------------- topology

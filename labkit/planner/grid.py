@@ -30,7 +30,10 @@ class Plan:
     """One way to train: ``dp`` data-parallel replicas × ``tp`` tensor-parallel ranks × ``pp``
     pipeline stages; ``micro_batch`` sequences per micro-batch; ``virtual_stages`` model chunks per
     pipeline rank (v of the interleaved 1F1B schedule; 1 = plain 1F1B); ``zero_stage`` 0-3 of
-    ZeRO over the data-parallel group; activation ``recompute`` "none", "selective" or "full"."""
+    ZeRO over the data-parallel group; activation ``recompute`` "none", "selective" or "full";
+    ``sequence_parallel`` (Korthikanti et al. 2022: LayerNorm and dropout split over the tp ranks);
+    ``stage_layers``: layers on each pipeline stage, or None for l/pp each when pp divides l and
+    a split balanced by cost when it does not (`labkit.planner.cost.stage_split`)."""
 
     dp: int
     tp: int
@@ -39,6 +42,8 @@ class Plan:
     virtual_stages: int = 1
     zero_stage: int = 0
     recompute: str = "full"
+    sequence_parallel: bool = False
+    stage_layers: tuple | None = None
 
     def __post_init__(self):
         for name in ("dp", "tp", "pp", "micro_batch", "virtual_stages"):
@@ -49,15 +54,36 @@ class Plan:
         if self.virtual_stages > 1 and self.pp == 1:
             raise ValueError(f"Plan: virtual_stages={self.virtual_stages} needs pp > 1 (interleaving "
                              "splits each pipeline rank's layers into chunks)")
+        if not isinstance(self.sequence_parallel, bool):
+            raise TypeError(f"Plan: sequence_parallel must be a bool, got {self.sequence_parallel!r}")
+        if self.stage_layers is not None:
+            if not isinstance(self.stage_layers, tuple) or len(self.stage_layers) != self.pp:
+                raise ValueError(f"Plan: stage_layers must be a tuple of pp={self.pp} layer counts, "
+                                 f"got {self.stage_layers!r}")
+            for i, n in enumerate(self.stage_layers):
+                check_int("Plan", f"stage_layers[{i}]", n, minimum=1)
+            if self.virtual_stages > 1 and len(set(self.stage_layers)) > 1:
+                raise ValueError("Plan: interleaving (virtual_stages > 1) needs equal stages, "
+                                 f"got stage_layers={self.stage_layers}")
 
     @property
     def gpus(self) -> int:
         return self.dp * self.tp * self.pp
 
+    @property
+    def uneven(self) -> bool:
+        """True when the stages hold different numbers of layers."""
+        return self.stage_layers is not None and len(set(self.stage_layers)) > 1
+
     def __str__(self) -> str:
         v = f" v={self.virtual_stages}" if self.virtual_stages > 1 else ""
+        sp = " SP" if self.sequence_parallel else ""
+        split = ""
+        if self.uneven:
+            counts = sorted(set(self.stage_layers), reverse=True)
+            split = " [" + "/".join(f"{self.stage_layers.count(c)}×{c}" for c in counts) + "]"
         return (f"dp={self.dp} tp={self.tp} pp={self.pp}{v} mb={self.micro_batch} "
-                f"ZeRO-{self.zero_stage} {self.recompute}")
+                f"ZeRO-{self.zero_stage} {self.recompute}{sp}{split}")
 
 
 def _check_sizes(fn: str, dp, tp, pp) -> tuple[int, int, int]:
@@ -170,16 +196,21 @@ def problems(model, plan: Plan, global_batch: int, gpus: int | None = None, gpus
     """Why ``plan`` cannot train ``model`` (a `labkit.planner.Model`) on batches of ``global_batch``
     sequences — one short reason per broken rule, [] when none is broken:
 
-    tp | heads (each rank gets whole heads; then tp | hidden and tp | ffn too), pp·v | layers
-    (equal stages and chunks), dp·micro_batch | global_batch, m % pp == 0 for the interleaved
-    schedule (Megatron's rule), dp·tp·pp == gpus (when given), and — unless
-    ``allow_cross_node_tp`` — no tensor-parallel group spread over two nodes."""
+    tp | heads (each rank gets whole heads; then tp | hidden and tp | ffn too), pp <= layers (every
+    stage holds a layer; pp need not divide the layers: the stages are then uneven), pp·v | layers
+    when interleaving (equal chunks, Megatron's rule), ``stage_layers`` (when given) summing to the
+    layers, dp·micro_batch | global_batch, m % pp == 0 for the interleaved schedule (Megatron's
+    rule), dp·tp·pp == gpus (when given), and — unless ``allow_cross_node_tp`` — no
+    tensor-parallel group spread over two nodes."""
     out = []
     if model.heads % plan.tp:
         out.append(f"tp={plan.tp} does not divide heads={model.heads}")
-    if model.layers % (plan.pp * plan.virtual_stages):
-        what = f"pp·v={plan.pp * plan.virtual_stages}" if plan.virtual_stages > 1 else f"pp={plan.pp}"
-        out.append(f"{what} does not divide layers={model.layers}")
+    if plan.pp > model.layers:
+        out.append(f"pp={plan.pp} exceeds layers={model.layers}: every stage needs a layer")
+    elif plan.virtual_stages > 1 and model.layers % (plan.pp * plan.virtual_stages):
+        out.append(f"pp·v={plan.pp * plan.virtual_stages} does not divide layers={model.layers}")
+    if plan.stage_layers is not None and sum(plan.stage_layers) != model.layers:
+        out.append(f"stage_layers add up to {sum(plan.stage_layers)}, not layers={model.layers}")
     per_step = plan.dp * plan.micro_batch
     if global_batch % per_step:
         out.append(f"dp·micro_batch={per_step} does not divide global_batch={global_batch}")

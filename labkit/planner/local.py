@@ -22,9 +22,11 @@ GPT on gloo ranks — for every grid that fits a world size.
   messages) and gradients (dp all-reduce) are 8 bytes — passed to `predict` as
   ``bytes_per_element`` and ``grad_bytes``.
 
-**One fitted constant.** The planner's ``flops_efficiency`` — the share of the measured matmul
-rate a training step reaches — fitted once for all grids (of every world size given) by least
-squares on the relative error (`fit_efficiency`). Nothing is fitted per grid.
+**One fitted constant.** The share of the measured matmul rate a training step reaches (the CPU
+device's gemm_efficiency) — fitted once for all grids (of every world size given) by least
+squares on the relative error (`fit_efficiency`). Nothing is fitted per grid. Memory-bound kernels
+and per-kernel overheads are left out of this comparison's device (they fold into the one
+efficiency, as in the planner this benchmark first validated).
 
 **What the planner leaves out**, and this machine has: Python and autograd overhead per layer and
 per micro-batch, element-wise work (LayerNorm, GELU, softmax, the loss, the optimizer step) that
@@ -55,10 +57,12 @@ from typing import Callable
 import torch
 
 from labkit.checks import check_int, check_real
-from labkit.planner.cost import Cluster, Prediction, predict
+from labkit.planner.cost import Cluster, Prediction, Software, predict
+from labkit.planner.device import Device
+from labkit.planner.network import Network
 from labkit.planner.grid import Plan, problems
 from labkit.planner.model import Model
-from labkit.planner.published import median_abs_error  # |predicted/measured − 1|, median over rows
+from labkit.planner.published import median_abs_error, ranks, spearman  # noqa: F401 (re-exported)
 
 __all__ = ["local_model", "LocalMachine", "run_dtype", "cores", "matmul_shapes", "thread_flops",
            "measure_machine", "feasible_grids", "measure_grids", "predict_grid", "fit_efficiency",
@@ -127,17 +131,28 @@ class LocalMachine:
         return 1.0 / self.beta
 
     def cluster(self, flops_efficiency: float = 1.0) -> Cluster:
-        """The planner's `Cluster`: ``ranks`` "GPUs" on one node, intra-node link = gloo over
-        loopback (α, 1/β), per-rank peak `peak_flops`; memory = the host's RAM (not used for time)."""
+        """The planner's `Cluster`: ``ranks`` "GPUs" on one node, the link = gloo over loopback
+        (α, 1/β), per-rank peak `peak_flops` with ``flops_efficiency`` as the device's
+        gemm_efficiency; one core is one "SM" and a 1 × 1 tile (no quantisation); memory-bound
+        kernels and per-kernel overheads are left out (an unbounded bandwidth, no overhead), as
+        this comparison's model always did; memory = the host's RAM (not used for time)."""
         try:
             ram = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
         except (ValueError, OSError, AttributeError):
             ram = float(2 ** 34)
-        return Cluster(gpus=self.ranks, gpus_per_node=self.ranks, peak_flops=self.peak_flops,
-                       memory_bytes=ram, intra_node_bandwidth=self.bandwidth,
-                       inter_node_bandwidth=self.bandwidth, latency=self.alpha,
-                       intra_node_latency=self.alpha, flops_efficiency=flops_efficiency,
-                       name=f"this CPU, {self.ranks} gloo ranks on {self.cores} cores")
+        device = Device(f"CPU thread × {self.share:.2f}", self.peak_flops, 1, (1, 1), 1e18, ram,
+                        gemm_efficiency=flops_efficiency, kernel_overhead=0.0)
+        net = Network(self.ranks, self.bandwidth, 1, self.bandwidth, intra_latency=self.alpha,
+                      inter_latency=self.alpha)
+        return Cluster(self.ranks, device, net, name=f"this CPU, {self.ranks} gloo ranks on {self.cores} cores",
+                       reserved_bytes=0.0, fragmentation=0.0)
+
+    def software(self) -> Software:
+        """What `labkit.parallel3d` does: whole activations sent (no scatter/gather), gradients and
+        activations of `run_dtype` (8 bytes for float64), no overlap; the optimizer step left out."""
+        w = self.bytes_per_element
+        return Software("labkit.parallel3d", scatter_gather=False, grad_bytes=float(w), element_bytes=w,
+                        optimizer_bytes=1e-9)
 
 
 def matmul_shapes(model: Model, tokens: int) -> list[tuple[int, int, int]]:
@@ -250,30 +265,42 @@ def predict_grid(model: Model, machine: LocalMachine, grid: tuple[int, int, int]
     recomputation, no ZeRO, micro-batch B/(dp·m), elements of ``machine.bytes_per_element``."""
     dp, tp, pp = grid
     plan = Plan(dp, tp, pp, micro_batch=global_batch // (dp * micro_batches), recompute="none")
-    w = machine.bytes_per_element
-    return predict(model, machine.cluster(efficiency), plan, global_batch, grad_bytes=w, bytes_per_element=w)
+    return predict(model, machine.cluster(efficiency), plan, global_batch, software=machine.software())
 
 
 def fit_efficiency(model: Model, cases, global_batch: int = GLOBAL_BATCH,
-                   micro_batches: int = MICRO_BATCHES) -> float:
-    """The one ``flops_efficiency`` e for all grids of all ``cases`` = [(LocalMachine, {grid:
-    measured s})]. The prediction is T(e) = A/e + C (compute and bubble scale with 1/e; the
-    communication C does not): A, C from predictions at e = 1 and 1/2. Least squares on the
-    relative error, Σ((A·x + C)/T − 1)², is linear in x = 1/e: x = Σ a(1 − c) / Σ a², with
-    a = A/T, c = C/T. Clamped to (0, 1]: a machine cannot beat its measured matmul rate."""
-    num = den = 0.0
+                   micro_batches: int = MICRO_BATCHES, tol: float = 1e-7) -> float:
+    """The one efficiency e (the device's gemm_efficiency) for all grids of all ``cases`` =
+    [(LocalMachine, {grid: measured s})]: least squares on the relative error, Σ(T(e)/t − 1)²,
+    minimised by golden-section search over e in (0, 1] (T falls as e grows: compute scales with
+    1/e, communication does not). 1 when even e = 1 predicts slower than measured: a machine cannot
+    beat its measured matmul rate."""
+    data = []
     for machine, measured in cases:
         for grid, t in measured.items():
-            t = check_real("fit_efficiency", "measured seconds", t, positive=True)
-            one = predict_grid(model, machine, grid, global_batch, micro_batches, 1.0).step_time
-            half = predict_grid(model, machine, grid, global_batch, micro_batches, 0.5).step_time
-            a, c = (half - one) / t, (2 * one - half) / t
-            num += a * (1 - c)
-            den += a * a
-    if den == 0:
+            data.append((machine, grid, check_real("fit_efficiency", "measured seconds", t, positive=True)))
+    if not data:
         raise ValueError("fit_efficiency: no measured grids")
-    x = num / den
-    return 1.0 if x <= 1 else 1 / x
+
+    def loss(e: float) -> float:
+        return math.fsum((predict_grid(model, m, g, global_batch, micro_batches, e).step_time / t - 1) ** 2
+                         for m, g, t in data)
+
+    golden = (math.sqrt(5) - 1) / 2
+    lo, hi = 1e-4, 1.0
+    x1, x2 = hi - golden * (hi - lo), lo + golden * (hi - lo)
+    f1, f2 = loss(x1), loss(x2)
+    while hi - lo > tol:
+        if f1 <= f2:
+            hi, x2, f2 = x2, x1, f1
+            x1 = hi - golden * (hi - lo)
+            f1 = loss(x1)
+        else:
+            lo, x1, f1 = x1, x2, f2
+            x2 = lo + golden * (hi - lo)
+            f2 = loss(x2)
+    e = (lo + hi) / 2
+    return 1.0 if loss(1.0) <= loss(e) else e
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -332,42 +359,7 @@ def validate(world: int, machine: LocalMachine | None = None, *, model: Model | 
     rows = []
     for g in grids:
         p = predict_grid(model, machine, g, global_batch, micro_batches, efficiency)
-        rows.append(GridRow(*g, p.plan.micro_batch, p.micro_batches, p.parts, p.step_time, float(measured[g])))
+        parts = {"compute": p.gemm + p.elementwise + p.optimizer, "bubble": p.bubble, "tp": p.tp_comm,
+                 "pp": p.pp_comm, "dp": p.dp_comm}
+        rows.append(GridRow(*g, p.plan.micro_batch, p.micro_batches, parts, p.step_time, float(measured[g])))
     return rows
-
-
-def ranks(xs) -> list[float]:
-    """1-based ranks of ``xs``, ties sharing the average of the ranks they span ([10, 20, 20] →
-    [1, 2.5, 2.5])."""
-    xs = list(xs)
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    out = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            out[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return out
-
-
-def spearman(xs, ys) -> float:
-    """Spearman's rank correlation: Pearson's correlation of the `ranks` of ``xs`` and ``ys`` (ties
-    averaged). 1: same order, −1: reversed; nan when either side is all ties (no order to compare)."""
-    xs, ys = list(xs), list(ys)
-    if len(xs) != len(ys):
-        raise ValueError(f"spearman: {len(xs)} xs but {len(ys)} ys")
-    if len(xs) < 2:
-        raise ValueError("spearman: need at least two pairs")
-    for v in xs + ys:
-        check_real("spearman", "value", v)
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx = sum((a - mx) ** 2 for a in rx)
-    syy = sum((b - my) ** 2 for b in ry)
-    if sxx == 0 or syy == 0:
-        return math.nan
-    return sxy / math.sqrt(sxx * syy)

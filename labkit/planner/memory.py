@@ -25,7 +25,13 @@ Smaller terms, as Korthikanti et al. count them: the first stage's embedding-dro
 bytes per micro-batch in flight; the last stage's final LayerNorm input and logit-layer input
 (2 + 2)·s·b·h bytes and the fp32 logits 4·s·b·V/tp bytes; and with recomputation, one layer's
 rematerialised activations during its backward (the "none" bytes minus the kept bytes).
-Not modelled: temporary buffers, communication buffers, allocator fragmentation, CUDA context.
+Not modelled here: temporary buffers, communication buffers, allocator fragmentation, the CUDA
+context — the `labkit.planner.cost.Cluster`'s stated headroom (2 GiB reserved, 5 % fragmentation)
+stands for them when a plan is checked against a GPU's memory.
+
+**Uneven stages** (pp does not divide l, or ``Plan.stage_layers`` is given): stage i holds its own
+L_i layers and min(m, pp − i) micro-batches of them under 1F1B, so `memory_per_gpu` looks at the
+first and the last stage and at the earliest stage of each layer count — the fullest is one of them.
 """
 from __future__ import annotations
 
@@ -64,20 +70,27 @@ class MemoryEstimate:
         return self.model_states + self.activations + self.other
 
 
-def stage_params(model: Model, tp: int, pp: int, stage: str) -> int:
-    """Parameters (elements) one tensor-parallel rank of pipeline ``stage`` holds (module docstring).
-    Needs tp | hidden and tp | ffn (so each weight matrix splits evenly) and pp | layers."""
+def params_of_stage(model: Model, tp: int, layers: int, first: bool, last: bool) -> int:
+    """Parameters (elements) one tensor-parallel rank of a pipeline stage with ``layers`` layers holds
+    (module docstring); ``first``/``last``: whether it is the first / last stage (both when pp = 1).
+    Needs tp | hidden and tp | ffn (so each weight matrix splits evenly)."""
     h, f = model.hidden, model.ffn
     per_layer = (4 * h * h + 2 * h * f) // tp + (3 * h + f) // tp + 2 * h + 4 * h
-    n = model.layers // pp * per_layer
+    n = layers * per_layer
     word = -(-model.vocab // tp) * h                         # vocab-parallel word embedding
-    if stage in ("first", "only"):
+    if first:
         n += word + model.seq_len * h                        # + position embedding
-    if stage == "last":
+    if last and not first:
         n += word                                            # the logit layer's copy
-    if stage in ("last", "only"):
+    if last:
         n += 2 * h                                           # final LayerNorm
     return n
+
+
+def stage_params(model: Model, tp: int, pp: int, stage: str) -> int:
+    """`params_of_stage` of the ``stage`` ("first", "last" or "only") of an even split, l/pp layers.
+    Needs pp | layers."""
+    return params_of_stage(model, tp, model.layers // pp, stage in ("first", "only"), stage in ("last", "only"))
 
 
 def micro_batches_in_flight(pp: int, micro_batches: int, virtual_stages: int = 1, rank: int = 0) -> int:
@@ -100,31 +113,48 @@ def layers_in_flight(layers: int, pp: int, micro_batches: int, virtual_stages: i
     return micro_batches_in_flight(pp, micro_batches, virtual_stages, rank) * layers / (pp * virtual_stages)
 
 
-def stage_memory(model: Model, plan: Plan, global_batch: int, stage: str,
-                 sequence_parallel: bool = False) -> MemoryEstimate:
-    """`MemoryEstimate` of one GPU of the ``stage`` ("first", "last" or, for pp = 1, "only")."""
+def _stage_name(i: int, pp: int) -> str:
+    if pp == 1:
+        return "only"
+    return "first" if i == 0 else "last" if i == pp - 1 else f"stage {i}"
+
+
+def stage_memory_at(model: Model, plan: Plan, global_batch: int, index: int, layers: int,
+                    sequence_parallel: bool = False) -> MemoryEstimate:
+    """`MemoryEstimate` of one GPU of pipeline stage ``index`` holding ``layers`` layers."""
     s, b, h, a, V = model.seq_len, plan.micro_batch, model.hidden, model.heads, model.vocab
     t, p, v = plan.tp, plan.pp, plan.virtual_stages
     m = global_batch // (plan.dp * b)
-    params = stage_params(model, t, p, stage)
+    first, last = index == 0, index == p - 1
+    params = params_of_stage(model, t, layers, first, last)
     states = model_state_bytes(params, plan.dp, plan.zero_stage)
     sequence_parallel = sequence_parallel and t > 1
     per_layer = activation_bytes_per_layer(s, b, h, a, t, sequence_parallel, plan.recompute)
     other = 0.0
     if plan.recompute != "none":     # one layer rematerialised during its own backward
         other += activation_bytes_per_layer(s, b, h, a, t, sequence_parallel, "none") - per_layer
-    rank = p - 1 if stage == "last" else 0
-    layers = layers_in_flight(model.layers, p, m, v, rank)
-    if stage != "last":
+    held = micro_batches_in_flight(p, m, v, index) * layers / v
+    if first and not last or p == 1:
         other += micro_batches_in_flight(p, m, v) * s * b * h   # embedding dropout masks (1 byte)
-    if stage in ("last", "only"):
+    if last:
         other += 4 * s * b * h + 4 * s * b * -(-V // t)     # final LN + logit inputs, fp32 logits
-    return MemoryEstimate(stage, params, states, layers * per_layer, layers, other)
+    return MemoryEstimate(_stage_name(index, p), params, states, held * per_layer, held, other)
+
+
+def stage_memory(model: Model, plan: Plan, global_batch: int, stage: str,
+                 sequence_parallel: bool = False) -> MemoryEstimate:
+    """`MemoryEstimate` of one GPU of the ``stage`` ("first", "last" or, for pp = 1, "only") of an
+    even split (l/pp layers per stage)."""
+    index = plan.pp - 1 if stage == "last" else 0
+    return stage_memory_at(model, plan, global_batch, index, model.layers // plan.pp, sequence_parallel)
 
 
 def memory_per_gpu(model: Model, plan: Plan, global_batch: int, sequence_parallel: bool = False) -> MemoryEstimate:
-    """The fuller of the first and last pipeline stages (the only one when pp = 1): the bytes the
-    plan needs on its most loaded GPU. ``global_batch`` sets m = B/(dp·micro_batch)."""
+    """The fullest pipeline stage's `MemoryEstimate`: the bytes the plan needs on its most loaded GPU.
+    ``global_batch`` sets m = B/(dp·micro_batch). Sequence parallelism is on when
+    ``plan.sequence_parallel`` (or ``sequence_parallel``) says so. Stages hold ``plan.stage_layers``,
+    else l/pp layers each, else (pp does not divide l) the split `labkit.planner.cost.stage_split`
+    balances on an A100 cluster."""
     fn = "memory_per_gpu"
     _check_model(fn, model)
     if not isinstance(plan, Plan):
@@ -133,11 +163,32 @@ def memory_per_gpu(model: Model, plan: Plan, global_batch: int, sequence_paralle
     wrong = problems(model, plan, global_batch)
     if wrong:
         raise ValueError(f"{fn}: {wrong[0]}")
-    if plan.pp == 1:
-        return stage_memory(model, plan, global_batch, "only", sequence_parallel)
-    first = stage_memory(model, plan, global_batch, "first", sequence_parallel)
-    last = stage_memory(model, plan, global_batch, "last", sequence_parallel)
-    return first if first.total >= last.total else last
+    return _memory_per_gpu(model, plan, global_batch, sequence_parallel or plan.sequence_parallel)
+
+
+def _memory_per_gpu(model: Model, plan: Plan, global_batch: int, sequence_parallel: bool,
+                    split: tuple | None = None) -> MemoryEstimate:
+    p = plan.pp
+    if split is None:
+        split = plan.stage_layers
+    if split is None:
+        if model.layers % p == 0:
+            split = (model.layers // p,) * p
+        else:
+            from labkit.planner.cost import stage_split
+            split = stage_split(model, plan)
+    # a stage's bytes grow with its layers and with the micro-batches in flight, which fall with its
+    # index: among stages with the same layer count the earliest holds the most — so the fullest is
+    # the first, the last (logits, the head's copy of the embedding) or the earliest of some count
+    idx = {0, p - 1}
+    for n in set(split):
+        idx.add(split.index(n))
+    best = None
+    for i in sorted(idx):
+        est = stage_memory_at(model, plan, global_batch, i, split[i], sequence_parallel)
+        if best is None or est.total > best.total:
+            best = est
+    return best
 
 
 def first_stage_bytes(num_params: float, layers: int, activation_bytes_per_layer: float, dp: int, tp: int, pp: int,

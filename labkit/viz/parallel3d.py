@@ -16,7 +16,8 @@ from matplotlib.patches import Rectangle
 from labkit.planner.grid import KINDS, coords, groups, nodes_spanned
 
 MAX_DRAWN = 64                      # GPUs drawn at most; bigger plans show their first ranks
-PART_COLOURS = {"compute": "#4c78a8", "bubble": "#bab0ac", "tp": "#f58518", "pp": "#54a24b", "dp": "#e45756"}
+PART_COLOURS = {"gemm": "#4c78a8", "elementwise": "#9ecae9", "tp": "#f58518", "pp": "#54a24b", "bubble": "#bab0ac",
+                "dp": "#e45756", "optimizer": "#b279a2", "compute": "#4c78a8"}
 GiB = 1 << 30
 
 
@@ -85,7 +86,7 @@ def plan_figure(prediction, gpus_per_node: int, colour_by: str = "tp", title: st
              label=f"other {mem.other / GiB:.1f}")
     ax2.axvline(prediction.memory_limit / GiB, color="black", lw=1)
     ax2.set_xlim(0, prediction.memory_limit / GiB * 1.05)
-    ax2.set_xlabel(f"GiB on the fullest GPU (the line: {prediction.memory_limit / GiB:.0f} GiB)", fontsize=7)
+    ax2.set_xlabel(f"GiB on the fullest GPU (the line: {prediction.memory_limit / GiB:.0f} GiB usable)", fontsize=7)
     for ax in (ax1, ax2):
         ax.set_yticks([])
         ax.tick_params(axis="x", labelsize=7)
