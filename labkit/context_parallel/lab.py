@@ -166,7 +166,7 @@ def torch_context_parallel(world: int = 2, shape=(1, 4, 32, 16)) -> str:
     One line: the largest difference, or why it cannot run here."""
     if not (torch.cuda.is_available() and torch.cuda.device_count() >= world):
         return (f"PyTorch's context_parallel needs {world} CUDA GPUs: torch {torch.__version__.split('+')[0]} "
-                "shards only the CUDA attention kernels (on CPU: 'no sharding strategy registered')")
+                "shards only CUDA's\nattention kernels (on CPU it says 'no sharding strategy registered')")
     errs = launch(_torch_cp_rank, world, shape, 0, backend="nccl", timeout=180, quiet=True)
     return f"PyTorch's context_parallel vs our zig-zag ring on {world} GPUs: max |difference| {max(errs):.1e}"
 
@@ -260,13 +260,12 @@ def router_runs(runs=ROUTER_RUNS):
 
 
 def router_table(results) -> Table:
-    """The runs of `router_runs`: load per expert, max/mean, CV, dropped at 1.0 and 1.25, losses."""
-    rows = [(r.alpha, r.beta, list(r.load), r.max_over_mean, r.cv, r.dropped[1.0], r.dropped[1.25], r.task_loss,
-             r.balance_loss, r.z_loss) for r in results]
-    return Table(["α", "β", "choices per expert", "max/mean", "CV", "drop@1.0", "drop@1.25", "task",
-                  "bal", "z"], rows,
+    """The runs of `router_runs`: choices per expert, max/mean, CV, dropped at 1.0 and 1.25, losses."""
+    rows = [(r.alpha, r.beta, " ".join(map(str, r.load)), r.max_over_mean, r.cv, r.dropped[1.0], r.dropped[1.25],
+             r.task_loss, r.z_loss) for r in results]
+    return Table(["α", "β", "choices per expert", "max/mean", "CV", "drop@1.0", "drop@1.25", "task", "z"], rows,
                  formats={"max/mean": ".2f", "CV": ".2f", "drop@1.0": ".1%", "drop@1.25": ".1%", "task": ".3f",
-                          "bal": ".2f", "z": ".1f"},
+                          "z": ".1f"},
                  title="8 experts, top-2, 256 held-out tokens; α: balance loss, β: z-loss")
 
 

@@ -83,7 +83,8 @@ class _RingAttention(torch.autograd.Function):
             if step < world - 1:                                  # post the next hop first: overlap
                 incoming, works = _pass_on(block, group, "forward", stats)
             kb, vb = _unpack(block, k, 2)
-            forward_block(state, q, kb, vb, mine, spans((rank - step) % world, world, seq, layout), causal, stats)
+            theirs = spans((rank - step) % world, world, seq, layout)
+            forward_block(state, q, kb, vb, mine, theirs, causal, stats)
             if step < world - 1:
                 _wait(works)
                 block = incoming

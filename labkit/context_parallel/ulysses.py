@@ -32,23 +32,24 @@ from labkit.context_parallel.attention import attention, check_qkv
 from labkit.context_parallel.layout import check_layout, positions, spans
 
 
-def all_to_all_4d(x: torch.Tensor, scatter_dim: int, gather_dim: int, group=None, phase: str = "forward",
-                  stats: dict | None = None) -> torch.Tensor:
+def all_to_all_4d(x: torch.Tensor, scatter_dim: int, gather_dim: int, group=None,
+                  phase: str = "forward", stats: dict | None = None) -> torch.Tensor:
     """Cut ``x`` into N equal pieces along ``scatter_dim``; send piece j to rank j; return the
     pieces received from ranks 0 … N−1 joined along ``gather_dim`` (module docstring). One
     ``dist.all_to_all_single`` call; recorded for `count_collectives` and in ``stats``."""
     world = dist.get_world_size(group)
     if x.shape[scatter_dim] % world:
-        raise ValueError(f"all_to_all_4d: dimension {scatter_dim} of size {x.shape[scatter_dim]} does not split "
-                         f"into {world} equal pieces")
+        raise ValueError(f"all_to_all_4d: dimension {scatter_dim} of size {x.shape[scatter_dim]} "
+                         f"does not split into {world} equal pieces")
     if world == 1:
         return x
-    send = torch.stack(x.chunk(world, dim=scatter_dim)).contiguous()     # (N, ...): piece j for rank j
+    send = torch.stack(x.chunk(world, dim=scatter_dim)).contiguous()  # (N, ...): piece j, rank j
     recv = torch.empty_like(send)
     dist.all_to_all_single(recv, send, group=group)
     record_collective("all_to_all", phase, send, group)
     if stats is not None:
-        stats["bytes_sent"] = stats.get("bytes_sent", 0) + (world - 1) * recv[0].numel() * recv.element_size()
+        sent = (world - 1) * recv[0].numel() * recv.element_size()
+        stats["bytes_sent"] = stats.get("bytes_sent", 0) + sent
     return torch.cat(recv.unbind(0), dim=gather_dim)
 
 
@@ -65,8 +66,8 @@ class _AllToAll(torch.autograd.Function):
             None, None, None, None
 
 
-def ulysses_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False, group=None,
-                      layout: str = "contiguous", stats: dict | None = None) -> torch.Tensor:
+def ulysses_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+                      group=None, layout: str = "contiguous", stats: dict | None = None):
     """This rank's rows of softmax attention over the whole sequence, by DeepSpeed-Ulysses.
 
     q, k, v: (B, H, S/N, D), this rank's chunk of the sequence (``layout`` as in
@@ -80,10 +81,10 @@ def ulysses_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
         raise RuntimeError(f"{fn}: no process group; run inside labkit.dist.launch (or torchrun)")
     world = dist.get_world_size(group)
     if q.shape[1] % world:
-        raise ValueError(f"{fn}: {q.shape[1]} heads do not split over {world} ranks (Ulysses needs heads "
-                         f"divisible by the ranks; ring attention does not)")
+        raise ValueError(f"{fn}: {q.shape[1]} heads do not split over {world} ranks (Ulysses "
+                         f"needs heads divisible by the ranks; ring attention does not)")
     seq = q.shape[2] * world
-    spans(dist.get_rank(group), world, seq, layout)                       # checks seq against the layout
+    spans(dist.get_rank(group), world, seq, layout)                 # checks seq against the layout
     qh, kh, vh = (_AllToAll.apply(t, 1, 2, group, stats) for t in (q, k, v))   # (B, H/N, S, D) each
     pos = torch.cat([positions(r, world, seq, layout) for r in range(world)]).to(q.device)
     out = attention(qh, kh, vh, pos, pos, bool(causal))                   # (B, H/N, S, D)

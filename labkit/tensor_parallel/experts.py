@@ -159,14 +159,14 @@ def load_balancing_loss(router_logits: torch.Tensor, top_k: int = 1) -> torch.Te
     probabilities of the experts that receive the most choices. Scaled by a small α (0.01 in
     the paper) and added to the task loss."""
     if not isinstance(router_logits, torch.Tensor) or router_logits.dim() != 2:
-        raise ValueError(f"load_balancing_loss: router_logits must be a (tokens, experts) tensor, got "
-                         f"{getattr(router_logits, 'shape', type(router_logits).__name__)}")
+        got = getattr(router_logits, "shape", type(router_logits).__name__)
+        raise ValueError(f"load_balancing_loss: router_logits must be a (tokens, experts) tensor, "
+                         f"got {got}")
     tokens, experts = router_logits.shape
     top_k = check_int("load_balancing_loss", "top_k", top_k, minimum=1, maximum=experts)
     probs = torch.softmax(router_logits, dim=-1)                                # (T, E)
     chosen = probs.topk(top_k, dim=-1).indices                                  # (T, k)
-    counts = torch.zeros(experts, dtype=probs.dtype, device=probs.device).index_add_(
-        0, chosen.reshape(-1), torch.ones(chosen.numel(), dtype=probs.dtype, device=probs.device))
+    counts = torch.bincount(chosen.reshape(-1), minlength=experts).to(probs.dtype)   # (E,) choices
     f = counts / (tokens * top_k)                                               # (E,), sums to 1
     return experts * (f * probs.mean(dim=0)).sum()
 
