@@ -86,6 +86,12 @@ def test_when_copies_hide_behind_a_layer():
         A.layer_hides(2048, 4096, 1e12, 1e9, heads=16)[1]
 
 
+def test_the_save_on_cpu_report_says_why_not_without_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the report compares for real (next test)")
+    assert A.save_on_cpu_report().startswith("No GPU here")
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: compares with torch's save_on_cpu there")
 def test_save_on_cpu_and_ours_cut_the_gpu_peak():
     r = A.compare_save_on_cpu()

@@ -50,14 +50,15 @@ def test_the_next_units_gather_is_posted_before_the_current_one_is_done(steps):
     at = lambda *e: ev.index(e)                                           # noqa: E731
     blocks = [f"blocks.{i}" for i in range(CFG.layers)]
     for i in range(CFG.layers - 1):                                       # forward: next block before this one frees
-        assert at("gather", blocks[i + 1], "forward") < at("free", blocks[i], "forward")
+        assert at("prefetch", blocks[i + 1], "forward") < at("free", blocks[i], "forward")
     for i in range(1, CFG.layers):                                        # backward: the block before, in advance
-        assert at("gather", blocks[i - 1], "backward") < at("reduce_scatter", blocks[i], "backward")
-    assert at("gather", blocks[-1], "backward") < at("reduce_scatter", "", "backward")   # the root posts the last
+        assert at("prefetch", blocks[i - 1], "backward") < at("reduce_scatter", blocks[i], "backward")
+    assert at("prefetch", blocks[-1], "backward") < at("reduce_scatter", "", "backward")  # the root posts the last
     without = steps[False]["events"]
     for b in blocks:                                                      # each still gathered twice a step
-        assert ev.count(("gather", b, "forward")) == without.count(("gather", b, "forward")) == 1
-        assert ev.count(("gather", b, "backward")) == without.count(("gather", b, "backward")) == 1
+        for phase in ("forward", "backward"):
+            assert ev.count(("prefetch", b, phase)) + ev.count(("gather", b, phase)) == 1
+            assert without.count(("gather", b, phase)) == 1 and ("prefetch", b, phase) not in without
 
 
 def test_same_gradients_and_same_traffic(steps):

@@ -45,9 +45,11 @@ from torch.utils._python_dispatch import _disable_current_modes
 from labkit.checks import check_int, check_real
 from labkit.memory.offload import Tier, tier_bandwidth
 from labkit.memory.tracker import MemoryTracker, _storage
+from labkit.model import GPTConfig
 
 
 CHUNK = 16 << 20       # bytes of tier memory allocated at a time
+DEMO_CFG = GPTConfig(layers=4, hidden=64, heads=4, seq_len=32, vocab=128)    # measure_step's default
 
 
 class ActivationOffload:
@@ -93,9 +95,10 @@ class ActivationOffload:
         key = (st.data_ptr(), t.dtype)         # the same live storage: its Python object is the same
         ref, buf = self._copies.get(key, (None, None))
         if ref is None or ref() is not st:
-            buf = self._alloc(st.nbytes())                              # the storage's bytes, as they are
-            with _disable_current_modes():      # a byte view of st, not a new tensor: hide it from trackers
-                buf.copy_(torch.empty(0, dtype=torch.uint8, device=t.device).set_(st), non_blocking=True)
+            buf = self._alloc(st.nbytes())                   # the storage's bytes, as they are
+            with _disable_current_modes():                   # a byte view of st: not for trackers
+                raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(st)
+                buf.copy_(raw, non_blocking=True)
             if t.device.type == "cuda":
                 torch.cuda.current_stream(t.device).synchronize()        # the tier copy is complete
             self._copies[key] = (weakref.ref(st), buf)
@@ -122,7 +125,8 @@ class ActivationOffload:
             self._restored[id(buf)] = (back, left - 1)
         else:
             self._restored.pop(id(buf), None)
-        return torch.empty(0, dtype=dtype, device=device).set_(back.untyped_storage(), offset, size, stride)
+        out = torch.empty(0, dtype=dtype, device=device)
+        return out.set_(back.untyped_storage(), offset, size, stride)
 
     # ------------------------------------------------------------------ context
     def __enter__(self):
@@ -192,9 +196,9 @@ def measure_step(cfg=None, batch_size: int = 4, dtype=torch.float32, tier: str =
     """Forward + backward of ``GPT(cfg)`` with and without `ActivationOffload` (module docstring)."""
     from labkit.bench import median_time
     from labkit.memory.estimate import gpt_saved_activation_bytes
-    from labkit.model import GPT, GPTConfig, batch
+    from labkit.model import GPT, batch
 
-    cfg = cfg or GPTConfig(layers=4, hidden=64, heads=4, seq_len=32, vocab=128)
+    cfg = cfg or DEMO_CFG
     model = GPT(cfg, seed=0, dtype=dtype).to(device)
     tokens, targets = (t.to(device) for t in batch(cfg, batch_size, seed=0))
     grads, forward_end, peak, moved, times, held = {}, {}, {}, (0, 0), {}, 0
@@ -281,3 +285,14 @@ def compare_save_on_cpu(cfg=None, batch_size: int = 4) -> dict:
         torch.cuda.synchronize()
         out[name] = (torch.cuda.max_memory_allocated(), time.perf_counter() - t0)
     return out
+
+
+def save_on_cpu_report() -> str:
+    """`compare_save_on_cpu` as printable lines on a CUDA GPU; elsewhere one line saying what it
+    would show."""
+    if not torch.cuda.is_available():
+        return "No GPU here: on one, this compares torch's save_on_cpu with ours (peak, time)."
+    r = compare_save_on_cpu()
+    lines = [f"{name:>12}: peak {r[name][0] / 2**20:.1f} MiB, {r[name][1] * 1e3:.1f} ms"
+             for name in ("plain", "save_on_cpu", "ours")]
+    return "\n".join(lines + [f"ours moved {r['ours_bytes'] / 2**20:.1f} MiB to pinned memory"])

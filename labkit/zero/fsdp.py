@@ -133,7 +133,7 @@ class FSDP(nn.Module):
         self.flat_params = nn.ParameterList([g.master for u in self.units for g in u.groups])
         self._by_storage: dict[int, Group] = {}
         self._pending: list = []
-        self.events: list[tuple[str, str, str]] = []   # (what, unit, phase): gather / free / reduce_scatter
+        self.events: list[tuple[str, str, str]] = []   # (what, unit, phase): gather / prefetch / free / reduce_scatter
         self.gather_wait_s = 0.0                         # seconds blocked on all-gathers (module docstring)
         self.gathered_bytes = self.gathered_peak_bytes = 0   # gathered vectors alive now / at most
         self._forward_order: list[Unit] = []             # units in the order their forward ran
@@ -228,9 +228,10 @@ class FSDP(nn.Module):
         """Post the all-gathers of ``unit``'s sharded groups that are neither whole nor on their way."""
         for g in unit.groups:
             if g.sharded and g.full is None and g.pending is None:
-                self.events.append(("gather", g.unit, phase))
+                self.events.append(("prefetch", g.unit, phase))           # an all-gather posted early
                 with torch.no_grad():
-                    g.pending = all_gather_flat_async(g.master.to(self.compute_dtype or g.master.dtype), phase)
+                    shard = g.master.to(self.compute_dtype or g.master.dtype)
+                    g.pending = all_gather_flat_async(shard, phase)          # (vector, work)
                 self._count_gathered(g.pending[0])
 
     def _count_gathered(self, full: torch.Tensor) -> None:

@@ -79,7 +79,7 @@ def _rates_rank(rank, world, hidden, ffn, tokens, repeat):
     shard = unit.chunk(world)[rank].contiguous()
     out = torch.empty(shard.numel() * world)
     dist.barrier()
-    gather_s = median_time(lambda: dist.all_gather_into_tensor(out, shard), repeat=repeat)
+    gather_s = median_time(lambda: dist.all_gather_single(out, shard), repeat=repeat)
     return flops / compute_s, (world - 1) / world * unit.numel() * 4 / gather_s
 
 
@@ -153,3 +153,33 @@ def measure(world: int = 2, cfg=None, batch_per_rank: int = 2, steps: int = 5) -
 
     cfg = cfg or GPTConfig(layers=4, hidden=128, heads=4, seq_len=64, vocab=256)
     return launch(_measure_rank, world, cfg, batch_per_rank, steps, backend="gloo", timeout=600, quiet=True)[0]
+
+
+def _trace_rank(rank, world, cfg, prefetch):
+    from labkit.model import GPT, batch
+    from labkit.zero.fsdp import FSDP
+
+    model = FSDP(GPT(cfg, seed=0, dtype=torch.float32), prefetch=prefetch)
+    model(*batch(cfg, 2, seed=rank))[1].backward()
+    model.finish_gradient_synchronization()
+    return model.events
+
+
+def trace_table(world: int = 2, cfg=None) -> Table:
+    """One forward + backward of FSDP with prefetch: its events in order, and the units whose
+    gathered parameters exist at that moment (held, or on their way after a posted gather)."""
+    from labkit.dist import launch
+    from labkit.zero.lab import SMALL
+
+    cfg = cfg or SMALL
+    events = launch(_trace_rank, world, cfg, True, backend="gloo", timeout=60, quiet=True)[0]
+    whole, rows = [], []
+    for what, unit, phase in events:
+        name = unit or "root"
+        if what in ("gather", "prefetch"):
+            whole.append(name)
+        elif what == "free":
+            whole.remove(name)
+        rows.append((len(rows) + 1, phase, "prefetch (posted)" if what == "prefetch" else what, name,
+                     " + ".join(whole) or "-"))
+    return Table(["#", "pass", "event", "unit", "gathered now"], rows, title=f"FSDP with prefetch, N = {world}")
