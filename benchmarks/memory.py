@@ -18,6 +18,7 @@ Writes benchmarks/results/memory.md.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -104,6 +105,8 @@ def main(argv=None):
              "estimate.gpt_saved_activation_bytes (equal by test); the drop at the end of forward equals what "
              "moved less the token ids and targets the caller holds; predicted = step + to/B_to + back/B_back "
              "(copies on the compute stream; the hooks' own cost per saved tensor is left out)." + save_on_cpu)
+    notes += (f"\n\nLoad average (1 min) at the end of the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+              "(other jobs shared the machine; times are comparable within a row, pairs alternate).")
     path = write_results("memory", "Memory: our checkpointing vs torch.utils.checkpoint; the offload time model",
                          ["what", "segments", "ours peak B", "closed form B", "torch peak B", "ours ms", "torch ms",
                           "ours/torch", "ours vs plain"], rows, notes)

@@ -25,6 +25,7 @@ Writes benchmarks/results/zero.md.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -123,6 +124,8 @@ def main(argv=None):
              f"oversubscribed. Target: ours <= 1.3x PyTorch's step time — worst ratio {worst:.2f} "
              f"({'met' if worst <= 1.3 else 'not met'}).\n\nPrefetch (our FSDP with and without, same processes, "
              f"alternating; medians of {steps} steps, rank 0, default policy): " + "; ".join(hidden) + ".")
+    notes += (f"\n\nLoad average (1 min) at the end of the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+              "(other jobs shared the machine; times are comparable within a row, pairs alternate).")
     path = write_results(
         "zero", "ZeRO and FSDP: labkit vs PyTorch (ZeroRedundancyOptimizer, FSDP2 fully_shard)",
         ["ranks", "ours", "PyTorch", "ours ms", "torch ms", "ours/torch", "held MiB", "formula MiB",

@@ -48,13 +48,12 @@ counted from its all-gather until its storage is freed, seen by a finalizer as M
 """
 from __future__ import annotations
 
+import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-import time
-import weakref
-
 import torch.distributed as dist
 from torch import nn
 
@@ -133,7 +132,8 @@ class FSDP(nn.Module):
         self.flat_params = nn.ParameterList([g.master for u in self.units for g in u.groups])
         self._by_storage: dict[int, Group] = {}
         self._pending: list = []
-        self.events: list[tuple[str, str, str]] = []   # (what, unit, phase): gather / prefetch / free / reduce_scatter
+        self.events: list[tuple[str, str, str]] = []   # (what, unit, phase); what: gather, prefetch, free,
+                                                         # reduce_scatter
         self.gather_wait_s = 0.0                         # seconds blocked on all-gathers (module docstring)
         self.gathered_bytes = self.gathered_peak_bytes = 0   # gathered vectors alive now / at most
         self._forward_order: list[Unit] = []             # units in the order their forward ran
