@@ -6,6 +6,7 @@ AdamW), stepped alternately so both see the same machine load:
     zero1 (ours, ShardedOptimizer stage 1)  vs  torch-zero1 (DDP + ZeroRedundancyOptimizer)
     zero2 (ours, stage 2)                   vs  torch-zero1 (PyTorch has no stage 2 of its own)
     fsdp  (ours, ZeRO-3, every parameter sharded, as FSDP2 does)  vs  torch-fsdp2 (fully_shard)
+    fsdp-prefetch (the same, with forward and backward prefetch)    vs  torch-fsdp2 (which prefetches)
 
 A step is forward + backward + gradient synchronisation + AdamW; its time is rank 0's median wall
 time between barriers after two warm-up steps. Memory: the model-state bytes rank 0 holds after
@@ -15,11 +16,16 @@ one whole step (activations included).
 
     .venv/bin/python benchmarks/zero.py [--quick]
 
+Prefetch: `labkit.zero.prefetch.measure` on 2 and 4 ranks — the time each rank is blocked on
+all-gathers with and without prefetch (the hidden fraction), and the peak of gathered parameter
+bytes (one unit more with prefetch).
+
 Writes benchmarks/results/zero.md.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -38,8 +44,8 @@ from labkit.model import GPTConfig, batch, parameter_count  # noqa: E402
 from labkit.zero.formulas import model_state_bytes  # noqa: E402
 from labkit.zero.training import build, local_optimizer  # noqa: E402
 
-PAIRS = (("zero1", "torch-zero1"), ("zero2", "torch-zero1"), ("fsdp", "torch-fsdp2"))
-FORMULA = {"zero1": (1, 4, 4, 12), "zero2": (2, 4, 4, 12), "fsdp": (3, 4, 4, 8),
+PAIRS = (("zero1", "torch-zero1"), ("zero2", "torch-zero1"), ("fsdp", "torch-fsdp2"), ("fsdp-prefetch", "torch-fsdp2"))
+FORMULA = {"zero1": (1, 4, 4, 12), "zero2": (2, 4, 4, 12), "fsdp": (3, 4, 4, 8), "fsdp-prefetch": (3, 4, 4, 8),
            "torch-zero1": (1, 4, 4, 8), "torch-fsdp2": (3, 4, 4, 8)}
 
 
@@ -57,7 +63,7 @@ def _step(model, opt, tokens, targets):
 
 def _bench_rank(rank, world, cfg, batch_per_rank, steps, ours, theirs):
     warnings.simplefilter("ignore", FutureWarning)
-    policy = (lambda n, p: True) if ours == "fsdp" else None
+    policy = (lambda n, p: True) if ours.startswith("fsdp") else None
     sides = {ours: build(ours, cfg, policy=policy), theirs: build(theirs, cfg)}
     times = {k: [] for k in sides}
     for step in range(steps + 2):
@@ -96,6 +102,16 @@ def main(argv=None):
                          mem[ours][0] / 2**20, formula / 2**20, mem[theirs][0] / 2**20,
                          mem[ours][1] / 2**20, mem[theirs][1] / 2**20])
             print(*rows[-1], flush=True)
+    from labkit.zero.prefetch import measure
+
+    hidden = []
+    for world in (2, 4):
+        pf = measure(world, cfg, batch_per_rank=4, steps=steps)
+        hidden.append(f"{world} ranks: blocked on all-gathers {pf.wait_s[False] * 1e3:.1f} ms without prefetch, "
+                      f"{pf.wait_s[True] * 1e3:.1f} ms with ({pf.hidden_fraction:.0%} hidden); step "
+                      f"{pf.step_s[False] * 1e3:.0f} -> {pf.step_s[True] * 1e3:.0f} ms; gathered-parameter peak "
+                      f"{pf.gathered_peak[False]:,} -> {pf.gathered_peak[True]:,} B (+{pf.unit_bytes:,} B, one block)")
+        print(hidden[-1], flush=True)
     worst = max(r[5] for r in rows)
     notes = (f"Model: labkit.model.GPT {cfg}, {psi:,} parameters, float32, AdamW; 4 sequences of "
              f"{cfg.seq_len} tokens per rank; median of {steps} steps after 2 warm-up steps, rank 0, the pair "
@@ -106,7 +122,10 @@ def main(argv=None):
              "(K = 8); ours keeps one (K = 12), as the ZeRO paper's mixed-precision accounting does. 'peak' = "
              "peak bytes of one whole step, activations included. gloo on CPU; with 4 ranks the 2 cores are "
              f"oversubscribed. Target: ours <= 1.3x PyTorch's step time — worst ratio {worst:.2f} "
-             f"({'met' if worst <= 1.3 else 'not met'}).")
+             f"({'met' if worst <= 1.3 else 'not met'}).\n\nPrefetch (our FSDP with and without, same processes, "
+             f"alternating; medians of {steps} steps, rank 0, default policy): " + "; ".join(hidden) + ".")
+    notes += (f"\n\nLoad average (1 min) at the end of the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+              "(other jobs shared the machine; times are comparable within a row, pairs alternate).")
     path = write_results(
         "zero", "ZeRO and FSDP: labkit vs PyTorch (ZeroRedundancyOptimizer, FSDP2 fully_shard)",
         ["ranks", "ours", "PyTorch", "ours ms", "torch ms", "ours/torch", "held MiB", "formula MiB",

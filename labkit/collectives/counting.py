@@ -12,8 +12,10 @@ Tensor parallelism (Lab 07) and ZeRO/FSDP (Lab 10) both record through here.
 
 A collective inside a sub-group (3D parallelism, Lab 11) passes ``group=``: p is that group's size
 and ``ranks`` names its members (global ranks), so a count can be split by dimension (tensor,
-data, pipeline). A point-to-point send (a pipeline stage handing its activation on) is recorded
-with ``record_send``: op "send", ``bytes_sent`` = the tensor's bytes, ``ranks`` = (source, dest).
+data, pipeline). An all-to-all (DeepSpeed-Ulysses, Lab 14) is recorded with its local tensor as
+``full``: each rank keeps 1/p of it and sends the rest, (p−1)/p·S. A point-to-point send (a
+pipeline stage handing its activation on, a ring attention step) is recorded with ``record_send``:
+op "send", ``bytes_sent`` = the tensor's bytes, ``ranks`` = (source, dest).
 """
 from __future__ import annotations
 
@@ -26,15 +28,15 @@ import torch.distributed as dist
 from labkit.collectives.alpha_beta import coefficients
 
 _RECORDS: list[list] = []
-OPS = ("all_reduce", "all_gather", "reduce_scatter")   # collectives; "send" is point-to-point
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")   # collectives; "send" is point-to-point
 
 
 @dataclass(frozen=True)
 class Collective:
-    """One recorded collective: ``op`` (all_reduce, all_gather, reduce_scatter, or send), ``phase``
-    (e.g. "forward", "backward", "step"), ``numel`` elements of the full tensor, ``bytes_sent`` by
-    one rank; ``ranks``: the global ranks of its group ((source, destination) for a send; empty
-    when nobody asked)."""
+    """One recorded collective: ``op`` (all_reduce, all_gather, reduce_scatter, all_to_all, or
+    send), ``phase`` (e.g. "forward", "backward", "step"), ``numel`` elements of the full tensor
+    (an all-to-all's: the local tensor), ``bytes_sent`` by one rank; ``ranks``: the global ranks
+    of its group ((source, destination) for a send; empty when nobody asked)."""
 
     op: str
     phase: str
@@ -62,7 +64,8 @@ def record_collective(op: str, phase: str, full: torch.Tensor, group=None) -> No
     if not _RECORDS:
         return
     p = dist.get_world_size(group)
-    sent = coefficients("ring_" + op, p, full.numel() * full.element_size())[1]
+    nbytes = full.numel() * full.element_size()
+    sent = (p - 1) / p * nbytes if op == "all_to_all" else coefficients("ring_" + op, p, nbytes)[1]
     ranks = tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))
     for records in _RECORDS:
         records.append(Collective(op, phase, full.numel(), sent, ranks))

@@ -349,7 +349,8 @@ def _watch_collectives(phase: dict, module=None) -> list:
 
     log = []
     names = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce_scatter",
-             "reduce_scatter_tensor", "reduce_scatter_single", "broadcast", "reduce", "all_to_all_single")
+             "reduce_scatter_tensor", "reduce_scatter_single", "broadcast", "reduce", "all_to_all_single",
+             "all_to_all")
     for name in names:
         original = getattr(dist, name, None)
         if original is None:
@@ -449,6 +450,73 @@ def lab10_fsdp_linear(module, world_size: int, cases: list, timeout: float = 45.
     from labkit.dist import launch
 
     return launch(_fsdp_rank, world_size, module, cases, backend="gloo", timeout=timeout, quiet=True)
+
+
+# ------------------------------------------------------------------ Lab 14: Ulysses' all-to-all, router balance
+def _a2a_rank(rank, world, module, cases):
+    phase = {"now": "forward"}
+    log = _watch_collectives(phase, module)
+    out = []
+    for case in cases:
+        y = module.all_to_all_4d(case["x"][rank].clone(), case["scatter"], case["gather"])
+        out.append({"y": y.detach().clone() if hasattr(y, "detach") else y, "calls": log[:]})
+        log.clear()
+    return out
+
+
+def lab14_all_to_all(module, world_size: int, cases: list, timeout: float = 45.0):
+    """Run ``module.all_to_all_4d(case["x"][rank], case["scatter"], case["gather"])`` on
+    ``world_size`` gloo ranks for each case; per rank, per case: the result and the collectives
+    called (kind, elements, pass)."""
+    from labkit.dist import launch
+
+    return launch(_a2a_rank, world_size, module, cases, backend="gloo", timeout=timeout, quiet=True)
+
+
+def _ulysses_rank(rank, world, module, case):
+    import torch
+
+    from labkit.context_parallel.attention import attention
+
+    class Exchange(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scatter, gather):
+            ctx.dims = (scatter, gather)
+            return module.all_to_all_4d(x, scatter, gather)
+
+        @staticmethod
+        def backward(ctx, grad):
+            scatter, gather = ctx.dims
+            return module.all_to_all_4d(grad.contiguous(), gather, scatter), None, None
+
+    local = [t.chunk(world, dim=2)[rank].clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
+    heads = [Exchange.apply(t, 1, 2) for t in local]                        # (B, H/N, S, D)
+    pos = torch.arange(case["q"].shape[2])
+    y = Exchange.apply(attention(*heads, pos, pos, case["causal"]), 2, 1)     # (B, H, S/N, D)
+    (y * case["up"].chunk(world, dim=2)[rank]).sum().backward()
+    return {"y": y.detach(), "grads": [t.grad for t in local]}
+
+
+def lab14_ulysses(module, world_size: int, case: dict, timeout: float = 45.0):
+    """Ulysses attention on ``world_size`` gloo ranks with the submission's ``all_to_all_4d`` as
+    both exchanges (and, swapped, as their backward): per rank the output chunk and the
+    gradients of its q, k, v chunks, for the case's whole-sequence q, k, v, upstream gradient."""
+    from labkit.dist import launch
+
+    return launch(_ulysses_rank, world_size, module, case, backend="gloo", timeout=timeout, quiet=True)
+
+
+def lab14_balance(module, cases: list):
+    """``module.load_balancing_loss(logits, top_k)`` and its gradient (of loss · scale) for each
+    case {logits, top_k, scale}: per case {"loss", "grad" (None if none reached the logits)}."""
+    out = []
+    for case in cases:
+        logits = case["logits"].clone().requires_grad_()
+        loss = module.load_balancing_loss(logits, case["top_k"])
+        if getattr(loss, "requires_grad", False):
+            (loss * case["scale"]).backward()
+        out.append({"loss": loss.detach().reshape(()) if hasattr(loss, "detach") else loss, "grad": logits.grad})
+    return out
 
 
 # ------------------------------------------------------------------ Lab 09: a checkpointed chain

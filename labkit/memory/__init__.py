@@ -11,6 +11,8 @@
                        (step for step torch.amp.GradScaler), fp16 underflow, bf16 autocast
     offload.py         OffloadedAdam: Adam's states on a slower tier (pinned host memory or an
                        mmap'd file); T_step = bytes moved / bandwidth + T_update, measured
+    activation_offload.py  saved activations to a slower tier (saved_tensors_hooks) and back: bytes
+                       moved = the saved-activation bytes exactly; the fast tier's drop, measured
     quantize.py        symmetric absmax int8/int4 per tensor/channel/group, packed bytes, error
                        <= s/2; straight-through fake quantization: QAT against PTQ
 """

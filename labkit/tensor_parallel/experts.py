@@ -19,6 +19,11 @@ sends and receives (P−1)/P · E · capacity · h elements per all-to-all, four
 (two forward, two backward). `all_to_all` builds it from point-to-point messages (P−1 rounds; in
 round s, rank r sends to r+s and receives from r−s) and is checked against
 ``dist.all_to_all_single``. `moe_reference` is the same layer in one process, group by group.
+
+**Router balance.** Nothing in the task loss stops a router from sending most tokens to a few
+experts, which then overflow their capacity while others idle. `load_balancing_loss` (Switch
+Transformer) and `router_z_loss` (ST-MoE) are the auxiliary losses that prevent it;
+`labkit.tensor_parallel.router_training` trains a router with and without them.
 """
 from __future__ import annotations
 
@@ -100,14 +105,10 @@ def route(router: nn.Module, x: torch.Tensor, cfg: MoEConfig) -> Routing:
     top, expert = probs.topk(cfg.top_k, dim=-1)                     # (T, k)
     gate = top / top.sum(dim=-1, keepdim=True)
     capacity = cfg.capacity(T)
-    slot = torch.full((T, cfg.top_k), -1, dtype=torch.int64, device=x.device)
-    filled = [0] * cfg.experts
-    for j in range(cfg.top_k):                                      # first choices first
-        for t in range(T):
-            e = int(expert[t, j])
-            if filled[e] < capacity:
-                slot[t, j] = filled[e]
-                filled[e] += 1
+    order = expert.t().reshape(-1)                                  # priority: first choices first, by token
+    seen = F.one_hot(order, cfg.experts).cumsum(dim=0)              # (k·T, E): choices of each expert so far
+    place = seen.gather(1, order[:, None]).squeeze(1) - 1           # each choice's place in its expert's queue
+    slot = torch.where(place < capacity, place, -1).view(cfg.top_k, T).t().contiguous()
     return Routing(expert, gate, slot, capacity, int((slot < 0).sum()))
 
 
@@ -144,6 +145,43 @@ def moe_reference(moe: MoE, x: torch.Tensor, groups: int = 1):
         ys.append(combine(out, r))
         dropped += r.dropped
     return torch.cat(ys), dropped
+
+
+# --------------------------------------------------------------------------- router balance
+
+def load_balancing_loss(router_logits: torch.Tensor, top_k: int = 1) -> torch.Tensor:
+    """Switch Transformer's auxiliary load-balancing loss (Fedus et al. 2021), E · Σᵢ fᵢ · Pᵢ.
+
+    router_logits: (T, E), one row per token. fᵢ is the fraction of the T·k top-k choices that
+    go to expert i (a count: no gradient flows through it) and Pᵢ the mean over tokens of the
+    router's softmax probability for expert i (differentiable). The loss is 1 when both are
+    uniform and grows as the router favours some experts; its gradient pushes down the
+    probabilities of the experts that receive the most choices. Scaled by a small α (0.01 in
+    the paper) and added to the task loss."""
+    if not isinstance(router_logits, torch.Tensor) or router_logits.dim() != 2:
+        got = getattr(router_logits, "shape", type(router_logits).__name__)
+        raise ValueError(f"load_balancing_loss: router_logits must be a (tokens, experts) tensor, "
+                         f"got {got}")
+    tokens, experts = router_logits.shape
+    top_k = check_int("load_balancing_loss", "top_k", top_k, minimum=1, maximum=experts)
+    probs = torch.softmax(router_logits, dim=-1)                                # (T, E)
+    chosen = probs.topk(top_k, dim=-1).indices                                  # (T, k)
+    counts = torch.bincount(chosen.reshape(-1), minlength=experts).to(probs.dtype)   # (E,) choices
+    f = counts / (tokens * top_k)                                               # (E,), sums to 1
+    return experts * (f * probs.mean(dim=0)).sum()
+
+
+def router_z_loss(router_logits: torch.Tensor) -> torch.Tensor:
+    """ST-MoE's router z-loss (Zoph et al. 2022): the mean over tokens of (log Σ_e exp zₑ)².
+    It keeps the router's logits small, where the softmax is well conditioned in low precision."""
+    if not isinstance(router_logits, torch.Tensor) or router_logits.dim() != 2:
+        raise ValueError("router_z_loss: router_logits must be a (tokens, experts) tensor")
+    return torch.logsumexp(router_logits, dim=-1).pow(2).mean()
+
+
+def expert_load(expert: torch.Tensor, experts: int) -> torch.Tensor:
+    """(E,) choices per expert from a Routing's ``expert`` (T, k) indices (before capacity)."""
+    return torch.bincount(expert.reshape(-1), minlength=experts)
 
 
 # --------------------------------------------------------------------------- all-to-all

@@ -32,6 +32,18 @@ def all_gather_flat(shard: torch.Tensor, phase: str) -> torch.Tensor:
     return out
 
 
+def all_gather_flat_async(shard: torch.Tensor, phase: str):
+    """(out, work): `all_gather_flat` posted without waiting; ``out`` is ready once ``work.wait()``
+    returns (``work`` is None on one rank, where ``out`` is ready at once)."""
+    world = dist.get_world_size()
+    if world == 1:
+        return shard.clone(), None
+    out = torch.empty(world * shard.numel(), dtype=shard.dtype, device=shard.device)
+    work = dist.all_gather_single(out, shard.contiguous(), async_op=True)
+    record_collective("all_gather", phase, out)
+    return out, work
+
+
 def reduce_scatter_flat(flat: torch.Tensor, phase: str, async_op: bool = False):
     """(shard, work): this rank's (len(flat)/N,) slice of the sum of ``flat`` over ranks; ``work``
     is the handle to wait on when ``async_op`` (None otherwise, or on one rank). Keep ``flat``

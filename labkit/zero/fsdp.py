@@ -33,9 +33,23 @@ LayerNorm scales) stay whole on every rank, their gradients all-reduced.
 Per rank and step that is 2 all-gathers and 1 reduce-scatter of Ψ': 3(N−1)/N·Ψ elements — 1.5×
 DDP's all-reduce. ZeRO-3 cuts memory, not communication. Memory per rank of the sharded states:
 (p + g + k)·Ψ'/N, plus the whole-on-every-rank 1-D parameters and the one unit gathered at a time.
+
+**Prefetch** (``prefetch=True``; FSDP's forward and backward prefetch, Zhao et al. 2023). Gathered
+just before use, each all-gather stalls the compute that needs it. With prefetch the all-gather
+of the *next* unit is posted (asynchronously) as soon as the current unit has its parameters:
+in forward the next unit in the model's order (the root posts the first block's), in backward
+the unit before it in the order forward ran (the root, whose LM head's backward comes first,
+posts the last block's). The transfer then runs while the current unit computes, and the next
+unit only waits for what is left of it. The price: two units are whole at once, so the peak
+holds one unit more. ``gather_wait_s`` adds up the time this rank spent blocked on all-gathers
+(the whole gather without prefetch, only the wait with it): the exposed part of ZeRO-3's traffic.
+``gathered_peak_bytes`` is the most bytes of gathered parameter vectors alive at once (each
+counted from its all-gather until its storage is freed, seen by a finalizer as MemoryTracker does).
 """
 from __future__ import annotations
 
+import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -44,7 +58,8 @@ import torch.distributed as dist
 from torch import nn
 
 from labkit.checks import check_same_on_ranks, module_tensors
-from labkit.zero.comm import all_gather_flat, all_reduce_, broadcast_from_rank0_, reduce_scatter_flat
+from labkit.zero.comm import (all_gather_flat, all_gather_flat_async, all_reduce_, broadcast_from_rank0_,
+                              reduce_scatter_flat)
 from labkit.zero.flat import FlatLayout
 
 
@@ -64,6 +79,7 @@ class Group:
     master: nn.Parameter             # sharded: (Ψ'/N,) this rank's shard; whole: (Ψ',) everything
     sharded: bool
     full: torch.Tensor | None = None  # the gathered (Ψ',) vector while in use (sharded groups)
+    pending: tuple | None = None      # (vector, work) of a prefetched all-gather not yet waited on
 
 
 @dataclass
@@ -76,12 +92,15 @@ class Unit:
 
 
 class _GatherParams(torch.autograd.Function):
-    """Forward: all-gather a shard into the full vector. Backward: reduce-scatter its gradient
-    (asynchronously; the owner collects it in finish_gradient_synchronization)."""
+    """Forward: all-gather a shard into the full vector (or take the one a prefetch brought, left in
+    ``group.full``). Backward: reduce-scatter its gradient (asynchronously; the owner collects it
+    in finish_gradient_synchronization)."""
 
     @staticmethod
     def forward(ctx, shard, owner, group, compute_dtype):
         ctx.owner, ctx.group = owner, group
+        if group.full is not None:
+            return group.full
         return all_gather_flat(shard.detach().to(compute_dtype or shard.dtype), "forward")   # (Ψ',)
 
     @staticmethod
@@ -95,7 +114,7 @@ class FSDP(nn.Module):
 
     def __init__(self, module: nn.Module, compute_dtype: torch.dtype | None = None,
                  policy: Callable[[str, torch.Tensor], bool] = shard_if_matrix,
-                 units: Callable[[str, nn.Module], bool] | None = None):
+                 units: Callable[[str, nn.Module], bool] | None = None, prefetch: bool = False):
         super().__init__()
         if not isinstance(module, nn.Module):
             raise TypeError(f"FSDP: module must be a torch.nn.Module, got {type(module).__name__}")
@@ -105,7 +124,9 @@ class FSDP(nn.Module):
             raise TypeError(f"FSDP: policy must be callable as policy(name, param) -> bool, got {policy!r}")
         if not dist.is_initialized():
             raise RuntimeError("FSDP: no process group; run inside labkit.dist.launch (or torchrun)")
-        self.module, self.compute_dtype = module, compute_dtype
+        if not isinstance(prefetch, bool):
+            raise TypeError(f"FSDP: prefetch must be True or False, got {prefetch!r}")
+        self.module, self.compute_dtype, self.prefetch = module, compute_dtype, prefetch
         self.world, self.rank = dist.get_world_size(), dist.get_rank()
         check_same_on_ranks("FSDP", "the module's parameters and buffers", module_tensors(module))
         broadcast_from_rank0_([*module.parameters(), *module.buffers()])
@@ -113,7 +134,11 @@ class FSDP(nn.Module):
         self.flat_params = nn.ParameterList([g.master for u in self.units for g in u.groups])
         self._by_storage: dict[int, Group] = {}
         self._pending: list = []
-        self.events: list[tuple[str, str, str]] = []   # (what, unit, phase): gather / free / reduce_scatter
+        self.events: list[tuple[str, str, str]] = []   # (what, unit, phase); what: gather, prefetch, free,
+                                                         # reduce_scatter
+        self.gather_wait_s = 0.0                         # seconds blocked on all-gathers (module docstring)
+        self.gathered_bytes = self.gathered_peak_bytes = 0   # gathered vectors alive now / at most
+        self._forward_order: list[Unit] = []             # units in the order their forward ran
         for u in self.units[1:]:
             u.module.register_forward_pre_hook(lambda m, args, u=u: self._gather(u))
             u.module.register_forward_hook(lambda m, args, out, u=u: self._release(u))
@@ -160,12 +185,26 @@ class FSDP(nn.Module):
     # ------------------------------------------------------------------ gather / release
     def _materialize(self, group: Group, phase: str) -> torch.Tensor:
         if group.sharded:
-            self.events.append(("gather", group.unit, phase))
+            t0 = time.perf_counter()
+            gathered = None
+            if group.pending is not None:                        # prefetched: wait for what is left
+                gathered, work = group.pending
+                group.pending = None
+                if work is not None:
+                    work.wait()
+            else:
+                self.events.append(("gather", group.unit, phase))
             if phase == "forward" and torch.is_grad_enabled() and group.master.requires_grad:
+                group.full = gathered                            # _GatherParams takes it from there
                 full = _GatherParams.apply(group.master, self, group, self.compute_dtype)
+            elif gathered is not None:
+                full = gathered
             else:
                 with torch.no_grad():
                     full = all_gather_flat(group.master.to(self.compute_dtype or group.master.dtype), phase)
+            self.gather_wait_s += time.perf_counter() - t0
+            if gathered is None:
+                self._count_gathered(full)
             group.full = full
             self._by_storage[full.untyped_storage().data_ptr()] = group
             return full
@@ -178,8 +217,46 @@ class FSDP(nn.Module):
                 setattr(m, attr, view)
 
     def _gather(self, unit: Unit) -> None:
+        if unit is not self.units[0]:
+            self._forward_order.append(unit)
         for g in unit.groups:
             self._point(g, self._materialize(g, "forward"))
+        if self.prefetch:                                        # post the next unit's all-gather
+            i = self.units.index(unit)
+            if i + 1 < len(self.units):
+                self._prefetch(self.units[i + 1], "forward")
+
+    def _prefetch(self, unit: Unit, phase: str) -> None:
+        """Post the all-gathers of ``unit``'s sharded groups that are neither whole nor on their way."""
+        for g in unit.groups:
+            if g.sharded and g.full is None and g.pending is None:
+                self.events.append(("prefetch", g.unit, phase))           # an all-gather posted early
+                with torch.no_grad():
+                    shard = g.master.to(self.compute_dtype or g.master.dtype)
+                    g.pending = all_gather_flat_async(shard, phase)          # (vector, work)
+                self._count_gathered(g.pending[0])
+
+    def _count_gathered(self, full: torch.Tensor) -> None:
+        storage, nbytes = full.untyped_storage(), full.untyped_storage().nbytes()
+        self.gathered_bytes += nbytes
+        self.gathered_peak_bytes = max(self.gathered_peak_bytes, self.gathered_bytes)
+        weakref.finalize(storage, self._uncount_gathered, nbytes)
+
+    def _uncount_gathered(self, nbytes: int) -> None:
+        self.gathered_bytes -= nbytes
+
+    def _prefetch_before(self, group: Group) -> None:
+        """Backward: ``group``'s unit is being re-gathered; post the unit that ran before it in forward
+        (the root posts the last one)."""
+        order = self._forward_order
+        unit = next((u for u in self.units if u.name == group.unit), None)
+        if unit is self.units[0]:
+            before = order[-1] if order else None
+        else:
+            i = order.index(unit) if unit in order else 0
+            before = order[i - 1] if i > 0 else None
+        if before is not None:
+            self._prefetch(before, "backward")
 
     def _release(self, unit: Unit) -> None:
         for g in unit.groups:
@@ -204,11 +281,14 @@ class FSDP(nn.Module):
             _, group, offset, shape, stride = saved
             if group.full is None:
                 self._materialize(group, "backward")
+                if self.prefetch:
+                    self._prefetch_before(group)
             return group.full.as_strided(shape, stride, offset)
         return saved
 
     def forward(self, *args, **kwargs):
         root = self.units[0]
+        self._forward_order = []
         with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
             self._gather(root)
             try:
@@ -236,6 +316,10 @@ class FSDP(nn.Module):
         self._pending.clear()
         for u in self.units:
             for g in u.groups:
+                if g.pending is not None:     # a prefetch nothing used (a unit whose backward needed no weights)
+                    if g.pending[1] is not None:
+                        g.pending[1].wait()
+                    g.pending = None
                 self._drop(g, "backward")     # frozen groups re-gathered in backward have no reduce-scatter
                 if not g.sharded and g.master.grad is not None:
                     all_reduce_(g.master.grad, "backward")

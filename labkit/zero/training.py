@@ -7,6 +7,7 @@ Methods (``METHODS``):
     ddp           labkit's DDP (Lab 06) + AdamW: nothing sharded (stage 0)
     zero1, zero2  our `ShardedOptimizer` (stage 1, 2) around AdamW
     fsdp          our `FSDP` (stage 3) + AdamW on its shards
+    fsdp-prefetch the same with forward and backward prefetch (`FSDP(prefetch=True)`)
     torch-zero1   PyTorch: DistributedDataParallel + ``ZeroRedundancyOptimizer(AdamW)``
     torch-fsdp2   PyTorch: ``fully_shard`` on every block and the root (FSDP2) + AdamW
 
@@ -30,8 +31,8 @@ from labkit.dist import device
 from labkit.memory.tracker import MemoryTracker
 from labkit.model import GPT, GPTConfig, batch
 
-METHODS = ("ddp", "zero1", "zero2", "fsdp", "torch-zero1", "torch-fsdp2")
-STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "fsdp": 3, "torch-zero1": 1, "torch-fsdp2": 3}
+METHODS = ("ddp", "zero1", "zero2", "fsdp", "fsdp-prefetch", "torch-zero1", "torch-fsdp2")
+STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "fsdp": 3, "fsdp-prefetch": 3, "torch-zero1": 1, "torch-fsdp2": 3}
 
 
 @dataclass
@@ -76,10 +77,10 @@ def build(method: str, cfg: GPTConfig, dtype=torch.float32, lr: float = 1e-2, we
         opt = ShardedOptimizer(model.parameters(), torch.optim.AdamW, stage=STAGE[method],
                                bucket_cap_mb=bucket_cap_mb, **kw)
         return model, opt
-    if method == "fsdp":
+    if method in ("fsdp", "fsdp-prefetch"):
         from labkit.zero.fsdp import FSDP, shard_if_matrix
 
-        wrapped = FSDP(model, policy=policy or shard_if_matrix)
+        wrapped = FSDP(model, policy=policy or shard_if_matrix, prefetch=method == "fsdp-prefetch")
         return wrapped, torch.optim.AdamW(wrapped.parameters(), **kw)
     if method == "torch-zero1":
         from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -107,7 +108,7 @@ def local_optimizer(opt):
 
 def full_params(method: str, model) -> dict:
     """{name: full parameter} of the original model, however it is sharded."""
-    if method == "fsdp":
+    if method in ("fsdp", "fsdp-prefetch"):
         return model.gather_full_params()
     inner = getattr(model, "module", model)
     if method == "torch-fsdp2":

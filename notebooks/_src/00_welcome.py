@@ -172,8 +172,10 @@ for which in ("exercises", "solutions"):
 # | 11 | 3D parallelism: dp × tp × pp on real ranks, a planner checked against Megatron-LM, placement |
 # | 12 | fault tolerance: atomic checkpoints, exact resume, killed ranks survived, Young/Daly, ABFT |
 # | 13 | ML compilers: graphs and autodiff, torch.fx passes, inside torch.compile, autotuning |
+# | 14 | long sequences (ring attention, Ulysses), sharding specs on a device mesh, MoE router balance |
 #
-# A good order: 00–05, then 13 (it builds on Labs 01–04), then 06–12.
+# A good order: 00–05, then 13 (it builds on Labs 01–04), then 06–10, then 14 (it builds on Labs
+# 05, 07 and 10), then 11–12.
 #
 # **Summary.** `labkit.env.report()` tells you what you are running on; `labkit.dist.launch` runs
 # real ranks with bounded time and clear errors; `python -m labkit.grade` scores your exercises.

@@ -525,6 +525,94 @@ claim("Problems 1-3 as answered", (16 * 13e9 / 1e9, none, none - selective, chec
 claim_close("Problem 5: 3.61 GB", 7e9 / 2 / 1e9 + 7e9 / 128 * 2 / 1e9, 3.61, abs_=0.005, unit=" GB")
 
 # %% [markdown]
+# ## 11. Offloading activations
+#
+# Section 8 moved the optimizer's states to a slower tier. The other large part of a step's memory
+# is what autograd keeps for backward — section 3 counted it to the byte. PyTorch lets us intercept
+# each saved tensor: inside `torch.autograd.graph.saved_tensors_hooks(pack, unpack)`, every tensor
+# an op saves goes through `pack` in forward, and whatever `pack` returned goes through `unpack`
+# when backward needs it. Our `ActivationOffload` packs by copying the tensor's storage to the tier
+# (an mmap'd file here, pinned host memory under CUDA) and unpacks by copying it back. Parameters
+# stay where they are; a storage that several saved tensors view is copied once.
+
+# %%
+from labkit.claims import claim, claim_close
+from labkit.memory import activation_offload as AO
+from labkit.memory.estimate import gpt_saved_activation_bytes
+
+show(AO.ActivationOffload._pack)
+show(AO.ActivationOffload._unpack)
+
+# %% [markdown]
+# **Predict first:** one forward and backward of a 4-layer GPT (h = 64, 4 sequences of 32 tokens,
+# float32). How many bytes go to the tier and back? How much lower is the fast tier at the end of
+# forward, and at the step's peak?
+
+# %%
+ao = AO.measure_step()
+print(f"to the tier {ao.to_tier:,} B, back {ao.from_tier:,} B; saved activations (closed form) "
+      f"{ao.saved_bytes:,} B")
+print(f"fast tier at the end of forward: {ao.forward_end[False]:,} B -> {ao.forward_end[True]:,} B; "
+      f"still held by the caller {ao.held_elsewhere:,} B")
+print(f"fast tier peak of the step: {ao.peak[False]:,} B -> {ao.peak[True]:,} B")
+claim("bytes moved each way equal the saved-activation bytes of section 3's closed form",
+      ao.to_tier == ao.from_tier == ao.saved_bytes == gpt_saved_activation_bytes(AO.DEMO_CFG, 4)["total"],
+      f"{ao.to_tier:,} B")
+claim_close("after forward the fast tier is lower by what moved less the caller's",
+            ao.forward_end[False] - ao.forward_end[True], ao.to_tier - ao.held_elsewhere)
+claim("gradients are bit-identical with and without offload", ao.same_grads)
+claim("the step's peak falls, by less than what moved", ao.peak[False] - ao.to_tier < ao.peak[True] < ao.peak[False],
+      f"{ao.peak[False] - ao.peak[True]:,} B of {ao.to_tier:,} B")
+
+# %% [markdown]
+# At the end of forward everything saved has left the fast tier (the token ids and targets stay:
+# the caller still holds them). The peak falls by less: backward brings each layer's activations
+# back while that layer runs, on top of the gradients it is producing.
+#
+# **Time.** Here the copies run on the same stream as the compute, so nothing hides: the step
+# should take (bytes to)/B_to + (bytes back)/B_back longer, with B measured now for this tier. On
+# this machine (timings vary from run to run):
+
+# %% tags=["nbval-ignore-output"]
+tm = AO.time_model(ao)
+print(f"without offload {tm['without_s'] * 1e3:.2f} ms; with: predicted {tm['predicted_s'] * 1e3:.2f} ms, "
+      f"measured {tm['measured_s'] * 1e3:.2f} ms (copies at {tm['to_bw'] / 1e9:.1f} / "
+      f"{tm['from_bw'] / 1e9:.1f} GB/s)")
+
+# %% [markdown]
+# The rest of the measured time is the hooks' own cost per saved tensor, which the model leaves
+# out. On a GPU, copies on a side stream can hide behind compute: a layer does
+# about 2·(4 + 2r)·h² FLOPs per token and saves (8 + 2r)·h·e bytes (with a fused attention kernel,
+# which keeps no s × s scores), so its copies hide once h ≳ 1.3·F/B.
+#
+# **Predict first:** an H100 at 40% of its 989 TFLOP/s, s = 4096. Do the copies hide over PCIe
+# 5.0 (about 55 GB/s in practice per direction) for h = 4096? For h = 12 288? Over a Grace Hopper's
+# NVLink-C2C (450 GB/s)?
+
+# %%
+F = 0.4 * 989e12
+ratio = {}
+for link, bw in (("PCIe 5.0 x16", 55e9), ("NVLink-C2C", 450e9)):
+    for h in (4096, 12288):
+        compute, copy = AO.layer_hides(h, 4096, F, bw)
+        ratio[link, h] = compute / copy
+        print(f"{link:>13}, h = {h:>5}: compute {compute * 1e6:5.2f} us, copy {copy * 1e6:5.2f} us per token "
+              f"and layer")
+claim("over PCIe the copies hide at h = 12288 but not at h = 4096",
+      ratio["PCIe 5.0 x16", 12288] > 1 > ratio["PCIe 5.0 x16", 4096],
+      f"compute/copy {ratio['PCIe 5.0 x16', 12288]:.2f} and {ratio['PCIe 5.0 x16', 4096]:.2f}")
+claim("over NVLink-C2C they hide at both widths", min(ratio["NVLink-C2C", h] for h in (4096, 12288)) > 1,
+      f"compute/copy {ratio['NVLink-C2C', 4096]:.1f} and {ratio['NVLink-C2C', 12288]:.1f}")
+
+# %% [markdown]
+# PyTorch has the same idea built in: `torch.autograd.graph.save_on_cpu(pin_memory=True)` copies
+# every saved tensor (parameters too) to pinned host memory. On a GPU the next cell compares it
+# with ours by the CUDA allocator's peak.
+
+# %%
+print(AO.save_on_cpu_report())
+
+# %% [markdown]
 # ## Further reading
 #
 # * T. Chen et al., *Training Deep Nets with Sublinear Memory Cost*, 2016 — checkpointing, √N.

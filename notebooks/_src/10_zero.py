@@ -384,6 +384,91 @@ claim("Problems 1-4 as answered", (round(model_state_bytes(70e9, 64, 2) / 1e9, 1
       == (155.3, 17.5, 6.0, 4.875, 7.3125, 7), "155.3 GB, 17.5 GB, N = 21, 4.875 / 7.31 GB, 7 padding")
 
 # %% [markdown]
+# ## 8. Prefetch: hiding ZeRO-3's traffic behind compute
+#
+# Section 5's FSDP gathers each unit just before it computes, so every all-gather stalls the
+# compute that needs it. **Prefetch** posts the next unit's all-gather as soon as the current unit
+# has its parameters: in forward the next unit in the model's order, in backward the one that ran
+# before it in forward (the root, whose output layer's backward comes first, posts the last block).
+# The transfer then runs while the current unit computes; the next unit waits only for what is
+# left. Our `FSDP(prefetch=True)`; PyTorch's FSDP2 prefetches the same way by default.
+
+# %%
+from labkit.claims import claim, claim_between, claim_close
+from labkit.zero import prefetch as P
+
+show(FSDP._prefetch)
+show(FSDP._prefetch_before)
+
+# %% [markdown]
+# **Predict first:** with prefetch, how many blocks are gathered at most at one moment? Does the
+# traffic change?
+
+# %%
+tr = P.trace_table(world=2)
+print(tr)
+at_most = max(len(r[4].split(" + ")) for r in tr.rows)
+claim("with prefetch two blocks and the root are gathered at once (one unit more than without)", at_most == 3,
+      f"{at_most} units")
+
+# %% [markdown]
+# Each block is still gathered once in forward and once in backward: the same bytes, sent earlier.
+# The price is memory: one more unit is whole at the peak. Measured on 2 gloo ranks, the same model
+# trained with and without prefetch in the same processes, step by step:
+
+# %%
+pf = P.measure(world=2)
+print(f"gathered parameters at their peak: {pf.gathered_peak[False]:,} B without prefetch, "
+      f"{pf.gathered_peak[True]:,} B with")
+print(f"one block's gathered vector: {pf.unit_bytes:,} B; step peak (MemoryTracker): "
+      f"{pf.peak[False]:,} B vs {pf.peak[True]:,} B")
+claim_close("prefetch holds exactly one unit more of gathered parameters",
+            pf.gathered_peak[True] - pf.gathered_peak[False], pf.unit_bytes)
+claim("prefetch changes no number: the parameters after training are bit-identical", pf.max_diff == 0.0,
+      f"max |difference| {pf.max_diff}")
+
+# %% [markdown]
+# Here the step's overall peak moved by at most that unit — activations dominate it at this size.
+# How much of the traffic did prefetch hide on this machine? The time each rank spent blocked on
+# all-gathers, with and without (timings vary from run to run on a shared 2-core machine, where the
+# gloo thread and the compute share the cores):
+
+# %% tags=["nbval-ignore-output"]
+print(f"step: {pf.step_s[False] * 1e3:.1f} ms without prefetch, {pf.step_s[True] * 1e3:.1f} ms with")
+print(f"blocked on all-gathers: {pf.wait_s[False] * 1e3:.2f} ms without, {pf.wait_s[True] * 1e3:.2f} ms with: "
+      f"{pf.hidden_fraction:.0%} of it hidden")
+
+# %% [markdown]
+# **When does the traffic hide completely?** A unit of Ψᵤ parameters computes 2·Ψᵤ·T FLOPs in
+# forward for T tokens per rank, and its all-gather moves (N − 1)/N·Ψᵤ·e bytes. At F FLOP/s and B
+# bytes/s the compute covers the transfer once
+#
+#     T ≥ T_min = F · e · (N − 1) / (2 · N · B)         tokens per rank,
+#
+# whatever the unit's size (backward doubles both sides). **Predict first:** for 8 H100s in bf16,
+# how many tokens per GPU over NVLink? Over one InfiniBand NDR link per GPU?
+
+# %%
+hw = P.hardware_table(world=8)
+print(hw)
+nvlink, ib = hw.column("T_min tokens/rank")
+claim_between("8 H100s over NVLink hide ZeRO-3's gathers from about 1 900 tokens per GPU", nvlink, 1800, 2000)
+claim_close("over InfiniBand NDR it takes 9x as many tokens (450 vs 50 GB/s)", ib / nvlink, 9.0, rel=1e-12)
+
+# %% [markdown]
+# A training run with 4 sequences of 4 096 tokens per GPU is far above both. Small per-GPU batches
+# across nodes — many GPUs, a fixed global batch — are where ZeRO-3's traffic stops hiding. This
+# machine's own F and B, measured (a block's matmuls on one rank; a block's all-gather over gloo):
+
+# %% tags=["nbval-ignore-output"]
+F, B = P.rates(world=2)
+print(P.hardware_table(world=8, here=(F, B, 4, 2)))
+
+# %% [markdown]
+# `benchmarks/zero.py` times `FSDP(prefetch=True)` against FSDP2's `fully_shard` (which prefetches
+# by default); its table is in `benchmarks/results/zero.md`.
+
+# %% [markdown]
 # ## Further reading
 #
 # * S. Rajbhandari et al., *ZeRO: Memory Optimizations Toward Training Trillion Parameter Models*,

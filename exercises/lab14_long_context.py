@@ -1,0 +1,68 @@
+"""Lab 14 exercises: long sequences, sharding specs and experts (your work: replace each raise with code).
+
+- ``softmax_step``: one block of the online softmax, the arithmetic of every ring attention step;
+- ``all_to_all_4d``: DeepSpeed-Ulysses' exchange between sequence-split and head-split tensors;
+- ``einsum_placement``: the output placement of an einsum on one mesh dimension, as DTensor does it;
+- ``load_balancing_loss``: Switch Transformer's auxiliary loss that keeps a router balanced.
+"""
+import torch  # noqa: F401
+import torch.distributed as dist  # noqa: F401
+
+
+def softmax_step(m, l, acc, scores, v):  # noqa: E741
+    """Fold one block of keys into a running softmax-attention state; return the new (m, l, acc).
+
+    The state of each query row, after the blocks seen so far: ``m`` (..., Sq) the largest score,
+    ``l`` (..., Sq) the sum of exp(score - m), ``acc`` (..., Sq, D) the sum of exp(score - m) * v.
+    A fresh state is m = -inf, l = 0, acc = 0. The new block: ``scores`` (..., Sq, Sk) and its
+    values ``v`` (..., Sk, D). After the last block the attention output is acc / l.
+
+    Rescale the old sums when the maximum grows (by exp(m_old - m_new)), so that no exp() ever
+    sees a positive argument. A score of -inf (a masked key) counts for nothing; a row whose
+    scores are all -inf so far must keep m = -inf, l = 0, acc = 0 (no NaN: beware -inf - -inf).
+    Do not modify the arguments in place.
+    """
+    raise NotImplementedError("hint: the new maximum is the larger of m and each row's largest score; rescale the old l and acc by exp(old max - new max) and add the block's exp(score - new max); guard rows whose maximum is still -inf (torch.where)")
+
+
+def all_to_all_4d(x, scatter_dim, gather_dim, group=None):
+    """DeepSpeed-Ulysses' re-sharding: cut x into N equal pieces along ``scatter_dim``, send piece j
+    to rank j, and return the N pieces received (from ranks 0, 1, ..., N-1, in that order) joined
+    along ``gather_dim``.
+
+    x: a tensor of the same shape on every rank of ``group`` (None: all ranks); its size along
+    scatter_dim is divisible by N. With (B, H, S/N, D) inputs, scatter_dim=1 and gather_dim=2
+    turn "all heads of my S/N positions" into "H/N heads of all S positions"; (2, 1) turns it
+    back. Use one ``dist.all_to_all_single`` (or ``dist.all_to_all``) call; on one rank return x.
+    """
+    raise NotImplementedError("hint: stack the N pieces (Tensor.chunk) along a new leading dimension, exchange them with dist.all_to_all_single, then join what arrived along gather_dim")
+
+
+def einsum_placement(equation, a, b):
+    """The placement of ``torch.einsum(equation, A, B)`` along one mesh dimension, or None.
+
+    equation: two operands and an explicit output, letters only, e.g. "mk,kn->mn" or
+    "bmk,bkn->bmn". a, b: the operands' placements along this mesh dimension, each "R"
+    (replicated), "P" (partial sums) or "S(i)" (dimension i cut into pieces). Return the
+    output's placement ("R", "P" or "S(i)") when DTensor can compute it with no communication,
+    and None when an operand must first be redistributed (a collective).
+
+    Rules: R with R is R. P with R (either order) is P. An operand cut along letter x, with the
+    other cut along the same letter or replicated (a replicated operand can cut itself locally,
+    for free), gives S(position of x in the output), or P if x is summed away. Everything else
+    (cuts along different letters, P with S, P with P) is None.
+    """
+    raise NotImplementedError("hint: split the equation into the operands' letters and the output's; handle R and P first, then compare the letters the two S(i) cut")
+
+
+def load_balancing_loss(router_logits, top_k=1):
+    """Switch Transformer's auxiliary load-balancing loss, E * sum_i f_i * P_i.
+
+    router_logits: (T, E) float, one row per token, one column per expert. With the router's
+    probabilities softmax(router_logits) (per row) and each token's top_k experts by
+    probability: f_i is the fraction of all T * top_k choices that went to expert i (a count,
+    through which no gradient flows) and P_i the mean over the T tokens of the probability of
+    expert i. Return the scalar E * sum_i f_i * P_i (1 for a perfectly uniform router); its
+    gradient flows through P into router_logits.
+    """
+    raise NotImplementedError("hint: torch.softmax, Tensor.topk and torch.bincount give P and f; no gradient flows through the counts")
