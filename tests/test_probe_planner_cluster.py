@@ -31,7 +31,7 @@ BAD = [
     ("search cross-node 'no'", lambda: search(M, selene(16), 64, allow_cross_node_tp="no"), TypeError,
      "search: allow_cross_node_tp must be True or False"),
     ("search sequence_parallel 1", lambda: search(M, selene(16), 64, sequence_parallel=1), TypeError,
-     "search: sequence_parallel must be True or False"),
+     "search: sequence_parallel must be a sequence"),
     ("why_not cross-node 'no'", lambda: why_not(M, selene(16), Plan(2, 8, 1), 64, allow_cross_node_tp="no"),
      TypeError, "why_not: allow_cross_node_tp"),
     ("search 1e16 layers", lambda: search(Model(layers=10 ** 16, hidden=256, heads=8, seq_len=128, vocab=1024),

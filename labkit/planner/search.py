@@ -140,8 +140,7 @@ def search(model: Model, cluster: Cluster, global_batch: int, *, micro_batches=(
     chunks, lower ZeRO stage, smaller micro-batch), the others with the reason they were rejected.
     ``sequence_parallel``: the settings to try (a bool means just that one)."""
     fn = "search"
-    B = _check_args(fn, model, cluster, global_batch, allow_cross_node_tp=allow_cross_node_tp,
-                    sequence_parallel=sequence_parallel)
+    B = _check_args(fn, model, cluster, global_batch, allow_cross_node_tp=allow_cross_node_tp)
     micro_batches = _options(fn, "micro_batches", micro_batches)
     zero_stages = _options(fn, "zero_stages", zero_stages, minimum=0)
     recompute = _options(fn, "recompute", recompute, allowed=RECOMPUTE)
@@ -203,8 +202,7 @@ def why_not(model: Model, cluster: Cluster, candidate: Plan, global_batch: int, 
             allow_cross_node_tp: bool = False, software: Software = MEGATRON_2021) -> str | None:
     """None if ``candidate`` is feasible, else the one-line reason the search would give."""
     fn = "why_not"
-    B = _check_args(fn, model, cluster, global_batch, allow_cross_node_tp=allow_cross_node_tp,
-                    sequence_parallel=sequence_parallel)
+    B = _check_args(fn, model, cluster, global_batch, allow_cross_node_tp=allow_cross_node_tp)
     if not isinstance(candidate, Plan):
         raise TypeError(f"{fn}: candidate must be a labkit.planner.Plan, got {type(candidate).__name__}")
     reason = _reason(model, cluster, candidate, B, allow_cross_node_tp, software)
