@@ -31,6 +31,7 @@ import labkit
 from labkit.claims import claim, claim_between, claim_close
 from labkit.grading.check import check_your_work
 from labkit.show import show
+from labkit.table import Table
 from labkit.zero import FSDP, ShardedOptimizer, lab
 from labkit.zero.formulas import comm_bytes_per_step, model_state_bytes
 from labkit.viz import zero as V
@@ -151,13 +152,22 @@ claim("on one rank, ours equal one process bit for bit", all(e == 0 for (m, n, e
 
 # %%
 mem = lab.memory_table(world=4)
-print(mem)
+held = Table(mem.columns[:-1], [r[:-1] for r in mem.rows], title=mem.title.split(";")[0])
+print(held)
 m = {r[0]: dict(zip(mem.columns, r)) for r in mem.rows}
 claim("after the step, every row equals the formula to the byte", mem.column("total B") == mem.column("formula B"),
       "4 methods")
 claim("ZeRO-1 keeps more than a quarter of DDP's optimizer bytes (the master shard)",
       m["zero1"]["optimizer B"] > m["ddp"]["optimizer B"] / 4, f"{m['zero1']['optimizer B']} vs "
       f"{m['ddp']['optimizer B']} / 4")
+
+# %% [markdown]
+# And the peak of the step itself. Its last few KiB can move from run to run: a collective's
+# worker thread lets go of its input a moment after the call has returned, so a busy machine
+# sees a buffer live a little longer. The order of the peaks does not move:
+
+# %% tags=["nbval-ignore-output"]
+print(Table(["method", "total B", "step peak B"], [(k, r["total B"], r["step peak B"]) for k, r in m.items()]))
 claim("each peak is above what the step leaves", all(r["step peak B"] > r["total B"] for r in m.values()),
       "activations and what is in flight")
 claim("peaks fall from DDP to ZeRO-1 to ZeRO-2", m["ddp"]["step peak B"] > m["zero1"]["step peak B"]

@@ -104,9 +104,11 @@ claim("only the last fsyncs the file before the rename, the folder after",
 # %%
 import logging
 import pathlib
+import random
 import tempfile
 import textwrap
 
+random.seed(0), torch.manual_seed(0)   # the saved RNG states, and so the file's size, are the same every run
 folder = tempfile.mkdtemp()
 model = torch.nn.Linear(4, 2)
 manager = io.CheckpointManager(folder, keep=2)
