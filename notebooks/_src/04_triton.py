@@ -62,8 +62,7 @@ show(add_kernel)
 #   addresses (element size is applied for us: `+1` means the next float, 4 bytes on).
 # - **Grid.** For `n` elements we launch `ceil(n / BLOCK)` programs.
 # - **Masks.** When `n` is not a multiple of `BLOCK`, the last program's block runs past the end;
-#   `mask = offs < n` switches those lanes off for the loads *and* the store. The number of idle
-#   lanes is `ceil(n/BLOCK)·BLOCK − n`.
+#   `mask = offs < n` switches those lanes off for the loads *and* the store.
 #
 # The **access recorder** (`labkit.kernels.record`) hooks the interpreter's load and store and
 # notes, for every program, which elements each lane touched, which lanes the mask switched off,
@@ -89,6 +88,8 @@ claim("3 programs; the mask switches off ceil(n/BLOCK)·BLOCK − n = 11 lanes, 
 print("program that wrote each element of out:", "".join(map(str, rec.owner("out_ptr"))))
 
 # %% [markdown]
+# The mask switches off the lanes of the last block past n: `ceil(n/BLOCK)·BLOCK − n` of them.
+#
 # Pointer arithmetic, concretely: program 2's lanes hold the addresses `x_ptr + offs`, i.e.
 # `x.data_ptr() + 4·offs` bytes for float32. The recorder maps each address back to an element:
 
@@ -360,13 +361,6 @@ check_your_work("lab04_triton", "softmax_kernel", picture=lab.picture("softmax_k
 # accumulator (also for fp16/bf16 inputs), masking the edges so M, N, K can be anything.
 # `input_precision="ieee"` is set explicitly: for fp32 inputs a GPU would otherwise use TF32 and
 # disagree with the interpreter.
-#
-# **Traffic.** Each program reads `BLOCK_M·K` elements of A and `K·BLOCK_N` of B; nothing is
-# reused between programs (ignoring the **L2** cache: the on-chip cache that all of a GPU's
-# streaming multiprocessors share, between them and DRAM; more on it below). So A is read
-# `ceil(N/BN)` times and B `ceil(M/BM)` times:
-# for square n and b×b tiles, `2n³/b + n²` elements in all — Lab 03's register-tiling count
-# `n³/v2 + n³/v1 + n²`, with the Triton tile playing the register tile. Bigger tiles, less traffic.
 
 # %%
 from labkit.kernels.matmul import matmul_kernel
@@ -393,6 +387,14 @@ for (Mm, Kk, Nn, bm, bn) in [(32, 32, 32, 16, 16), (64, 64, 64, 16, 16), (64, 64
 claim("recorded traffic equals the formula in all 4 cases, C matches torch, nothing out of bounds", all(ok))
 claim("bigger tiles, less traffic: 32x32 moves less than 16x16 at n = 64", moved_mm[64, 32] < moved_mm[64, 16],
       f"{moved_mm[64, 32]} vs {moved_mm[64, 16]}")
+
+# %% [markdown]
+# **Traffic.** Each program reads `BLOCK_M·K` elements of A and `K·BLOCK_N` of B; nothing is
+# reused between programs (ignoring the **L2** cache: the on-chip cache that all of a GPU's
+# streaming multiprocessors share, between them and DRAM; more on it below). So A is read
+# `ceil(N/BN)` times and B `ceil(M/BM)` times: for square n and b×b tiles, `2n³/b + n²` elements in
+# all — Lab 03's register-tiling count `n³/v2 + n³/v1 + n²`, with the Triton tile playing the
+# register tile. Bigger tiles, less traffic.
 
 # %% [markdown]
 # **Grouped program order.** A GPU has far more programs to run than it can hold at once: it runs
@@ -482,8 +484,8 @@ claim("in the interpreter num_warps, num_stages change neither bits nor accesses
 # ## 5. Layer norm
 #
 # One program per row: pass 1 sums x for the mean, pass 2 sums `(x − mean)²` (masked lanes set to 0
-# first, or they would add `mean²` each), pass 3 writes `(x − mean)·rstd·w + b`. With a block shorter
-# than the row, x is read three times; the per-row `mean` and `rstd` are saved for a backward pass.
+# first, or they would add `mean²` each), pass 3 writes `(x − mean)·rstd·w + b`; the per-row `mean`
+# and `rstd` are saved for a backward pass.
 
 # %%
 from labkit.kernels.layernorm import layernorm_kernel
@@ -504,6 +506,8 @@ claim("matches F.layer_norm, loads each x three times, and saves the row means",
       "rtol 1e-5")
 
 # %% [markdown]
+# With a block shorter than the row, each pass walks the row again: x is read three times.
+#
 # The backward pass (`layernorm_backward`, also wired into autograd as `LayerNormFunction`) uses
 # `dx = rstd·(g − mean(g) − x̂·mean(g·x̂))` with `g = dy·w`, `x̂ = (x − mean)·rstd`, and sums the
 # per-row `dy·x̂` and `dy` down the rows in a second kernel for `dw` and `db`. It agrees with autograd:
@@ -533,12 +537,8 @@ check_your_work("lab04_triton", "layernorm_kernel", picture=lab.picture("layerno
 # `softmax(Q Kᵀ/√d) V` materialises an S×S score matrix if done op by op. The fused kernel keeps a
 # tile of Q rows on chip and streams K and V in blocks, keeping per row a running max `m`, a running
 # denominator `l` and an output accumulator — the online softmax of section 3, with `exp(m − m')`
-# rescaling the accumulator as well. Memory: no S×S matrix at all. Traffic per (batch, head): Q read
-# and O written once, K and V read once per Q tile: `2·S·D + 2·S·D·ceil(S/BLOCK_M)` elements; with
-# causal masking, Q tile `i` only needs keys up to the end of its own rows. Op by op, the S×S scores
-# are written and read back, and so are the S×S probabilities: `4·S² + 4·S·D` elements. The fused
-# kernel's traffic grows like `2·S²·D/BLOCK_M`, so it wins once `BLOCK_M > D/2`, and always wins on
-# memory footprint (O(S·D) instead of O(S²)). The kernel:
+# rescaling the accumulator as well. Memory: no S×S matrix at all; with causal masking, Q tile `i`
+# only needs keys up to the end of its own rows. The kernel:
 
 # %%
 from labkit.kernels.attention import attention_kernel
@@ -572,6 +572,12 @@ claim("causal: Q tile 0 loads only keys 0-15, tile 2 loads all 40",
       (keys[0].min(), keys[0].max(), keys[2].min(), keys[2].max()) == (0, 15, 0, S - 1))
 
 # %% [markdown]
+# Traffic per (batch, head): Q read and O written once, K and V read once per Q tile:
+# `2·S·D + 2·S·D·ceil(S/BLOCK_M)` elements. Op by op, the S×S scores are written and read back, and
+# so are the S×S probabilities: `4·S² + 4·S·D` elements. The fused kernel's traffic grows like
+# `2·S²·D/BLOCK_M`, so it wins once `BLOCK_M > D/2`, and always wins on memory footprint (O(S·D)
+# instead of O(S²)).
+#
 # The last (causal) run, drawn: grid axis 0 is the Q tile, axis 1 the (batch, head); rows of the
 # pictures are the B·H·S positions, columns the head dimension. Q tile 0 loads only keys 0–15,
 # tile 2 loads them all.
