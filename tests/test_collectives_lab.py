@@ -218,3 +218,17 @@ def test_trace_from_rounds_replays_the_simulator_and_refuses_double_counting():
         trace_from_rounds("ring_all_reduce", 4, 10, rounds[:1] * 2)
     with pytest.raises(ValueError, match="bad move"):
         trace_from_rounds("ring_all_reduce", 4, 10, [("x", [(0, 9, 0, "add")])])
+
+
+def test_a_failed_rank_stalls_every_later_all_reduce():
+    """One rank hangs (or crashes) between two all-reduces on 4 gloo ranks: everyone finished the
+    first, nobody the second; a hang ends at launch's timeout, a crash at once, naming the rank."""
+    hang = lab.failure_run("hangs", "ring", n=3, dead=1, timeout=2.0)
+    assert hang.done == ((0, 1, 2), ()) and hang.ended == "TimeoutError" and hang.seconds >= 2.0
+    crash = lab.failure_run("crashes", "gloo", n=3, dead=1, timeout=30.0)
+    assert crash.done == ((0, 1, 2), ()) and crash.ended == "RankError" and crash.message.startswith("rank 1 ")
+    assert crash.seconds < 30.0
+    table, runs = lab.failure_table(n=2, dead=0, timeout=2.0, runs=(("crashes", "ring"),))
+    assert table.column("2nd done by") == ["none"] and runs[0].done[0] == (0, 1)
+    with pytest.raises(ValueError, match="failure in"):
+        lab.failure_run("explodes")

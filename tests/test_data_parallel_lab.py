@@ -28,17 +28,37 @@ def test_overlap_table_combines_the_measured_parts_with_the_formulas():
     m = lab.measure_overlap(lab.SMALL, batch_per_rank=2, cap_mb=0.004, steps=1)
     t = lab.overlap_table(m)
     assert t.column("variant") == ["naive", "per-parameter", "bucketed"]
-    assert t.column("AR calls") == [len(m.nbytes), len(m.nbytes), len(m.buckets)]
+    assert t.column("ARs") == [len(m.nbytes), len(m.nbytes), len(m.buckets)]
     per = lab.comm_times(m, bucketed=False)
-    assert t.column("model")[1] == pytest.approx(overlap_step_time(m.fwd, m.bwd, per) * 1e3)
-    assert t.column("model")[0] == pytest.approx((m.fwd + m.bwd + sum(per)) * 1e3)
+    lag = {name: v.lag for name, v in m.variants.items()}
+    assert all(v >= 0 for v in lag.values()) and m.burst > 0
+    assert t.column("lag") == pytest.approx([v * 1e3 for v in lag.values()])
+    assert t.column("model")[1] == pytest.approx((overlap_step_time(m.fwd, m.bwd, per) + lag["per-parameter"]) * 1e3)
+    assert t.column("model")[0] == pytest.approx((m.fwd + m.bwd + lag["naive"] + m.burst) * 1e3)
+    assert t.column("comm")[0] == pytest.approx(m.burst * 1e3)
+    assert t.column("meas/model") == pytest.approx([m.variants[k].step / lab.predicted_step(m, k) for k in lag])
     alpha, beta = lab.fitted_alpha_beta(m)
     assert alpha > 0 or beta > 0
 
 
+def test_torch_bucket_history_one_bucket_then_rebuilt():
+    rows = lab.torch_bucket_history(lab.SMALL, caps=(None, 0.004))
+    total = sum(p.numel() * 4 for p in lab.GPT(lab.SMALL).parameters())
+    assert [r["at_construction"] for r in rows] == [[total], [total]]
+    assert rows[0]["cap_bytes"] == 25 * 2**20 and rows[0]["after_first_step"] == [total]   # < 1 MiB: one bucket
+    assert rows[1]["after_first_step"] == rows[1]["ours"] and len(rows[1]["ours"]) > 1
+
+
 def test_parameter_server_comparison():
-    table, runs = lab.ps_compare(workers=2, steps=6, compute_s=0.001, straggler_s=0.002, staleness=1)
+    table, runs, sweep = lab.ps_compare(workers=2, steps=6, compute_s=0.001, straggler_s=0.002, staleness=1,
+                                        lrs=(0.05, 0.4))
     assert table.column("run") == ["BSP", "ASP", "SSP s=1"]
+    assert sorted(sweep) == sorted((n, lr) for n in runs for lr in (0.05, 0.4))
+    assert all(sweep[name, 0.05] is r for name, r in runs.items())
+    lrt = lab.ps_lr_table(sweep)
+    assert lrt.column("run") == ["BSP", "ASP", "SSP s=1"] and lrt.column("updates") == [6, 12, 12]
+    best = lrt.column("best loss")[0]
+    assert best == min(sweep["BSP", lr].loss[-1] for lr in (0.05, 0.4) if sweep["BSP", lr].loss[-1] < sweep["BSP", lr].loss[0])
     assert [r.updates for r in runs.values()] == [6, 12, 12]
     assert table.column("max staleness")[0] == 0
     assert table.column("clock rule") == [pytest.approx(6 * 0.003)] * 3    # the straggler sets the pace

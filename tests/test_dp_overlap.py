@@ -5,7 +5,8 @@ import random
 import pytest
 
 from labkit.data_parallel import assign_buckets
-from labkit.data_parallel.overlap import naive_step_time, overlap_step_time, simulate_overlap
+from labkit.data_parallel.overlap import (exact_step_time, naive_step_time, overlap_step_time, replay_channel,
+                                          simulate_overlap)
 from labkit.data_parallel.step_timing import VARIANTS, time_ddp_steps
 from labkit.dist import launch
 from labkit.model import GPT, GPTConfig
@@ -17,6 +18,32 @@ def test_overlap_formula_hides_comm_up_to_the_tail():
     assert overlap_step_time(1.0, 10.0, [6.0, 6.0, 2.0]) == 1.0 + 12.0 + 2.0       # 12 > 10: 2 s show
     assert overlap_step_time(1.0, 10.0, []) == 11.0
     assert naive_step_time(1.0, 10.0, [3.0, 4.0, 2.0]) == 20.0
+
+
+def test_the_formula_is_a_lower_bound_and_the_replay_is_exact():
+    # ready at 0.9 and 1.0 (backward ends at 1.0), all-reduces of 0.5 and 0.1: the channel is busy
+    # until 1.4, so the last bucket runs 1.4 .. 1.5; the formula says max(1.0, 0.5) + 0.1 = 1.1
+    assert replay_channel([0.9, 1.0], [0.5, 0.1]) == [(0.9, 1.4), (1.4, 1.5)]
+    assert exact_step_time(0.0, 1.0, [0.9, 1.0], [0.5, 0.1]) == 1.5
+    assert overlap_step_time(0.0, 1.0, [0.5, 0.1]) == pytest.approx(1.1)
+    # the notebook's Problem 2: ready at 15, 30, 45, 60 ms; 10, 15, 20, 15 ms: 30 + 80 = 110, bound 105
+    assert replay_channel([15, 30, 45, 60], [10, 15, 20, 15]) == [(15, 25), (30, 45), (45, 65), (65, 80)]
+    assert exact_step_time(30, 60, [15, 30, 45, 60], [10, 15, 20, 15]) == 110
+    assert overlap_step_time(30, 60, [10, 15, 20, 15]) == 105
+    rng = random.Random(1)
+    for _ in range(200):
+        n = rng.randint(1, 8)
+        t_bwd = rng.uniform(0.1, 5)
+        ready = sorted(rng.uniform(0, t_bwd) for _ in range(n - 1)) + [t_bwd]
+        if rng.random() < 0.5:
+            ready = [0.0] * (n - 1) + [t_bwd]
+        comm = [rng.uniform(0, 2) for _ in range(n)]
+        exact, bound = exact_step_time(0.3, t_bwd, ready, comm), overlap_step_time(0.3, t_bwd, comm)
+        assert exact >= bound - 1e-12
+        if all(r == 0.0 for r in ready[:-1]):                   # nothing to wait for: exact
+            assert exact == pytest.approx(bound)
+    with pytest.raises(ValueError, match="one ready time per"):
+        replay_channel([1.0], [1.0, 2.0])
 
 
 def test_simulator_on_a_hand_timeline():

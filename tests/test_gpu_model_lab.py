@@ -79,18 +79,21 @@ def test_stride_table_counts_equal_the_closed_form():
     for r in strided:
         s = int(r["32 lanes read"].split()[1])
         acc = Co.analyze_warp(Co.strided_addresses(s))
-        assert r["transactions"] == Co.transactions(Co.strided_addresses(s)) == r["formula"] == min(32, s)
-        assert r["formula"] == Co.strided_transactions(s)
+        assert r["sectors"] == Co.sectors(Co.strided_addresses(s)) == r["formula"] == min(32, 4 * s)
+        assert r["formula"] == Co.strided_transactions(s, 4, Co.SECTOR_BYTES)
+        assert r["segments"] == Co.transactions(Co.strided_addresses(s)) == r["seg. formula"] == min(32, s)
         assert (r["sectors"], r["efficiency"]) == (acc.sectors, acc.efficiency)
     rnd = [r for r in rows(table) if r["32 lanes read"].startswith("random")]
     assert len(rnd) == 2
     for r, kib in zip(rnd, (4, 65536)):
-        m = (kib << 10) // 128
-        assert r["formula"] == Co.expected_random_transactions(m)
-        assert r["transactions"] == pytest.approx(r["formula"], abs=0.5)     # mean of 200 seeded warps
+        assert r["formula"] == Co.expected_random_transactions((kib << 10) // 32)
+        assert r["seg. formula"] == Co.expected_random_transactions((kib << 10) // 128)
+        assert r["sectors"] == pytest.approx(r["formula"], abs=0.5)            # mean of 200 seeded warps
+        assert r["segments"] == pytest.approx(r["seg. formula"], abs=0.5)
     assert str(lab.stride_table()) == str(table)                                  # seeded: same every run
     e8 = lab.stride_table((1, 3), element_bytes=8, random_kib=(1,))
-    assert e8.column("transactions")[:2] == [Co.strided_transactions(1, 8), Co.strided_transactions(3, 8)]
+    assert e8.column("sectors")[:2] == [Co.strided_transactions(1, 8, 32), Co.strided_transactions(3, 8, 32)]
+    assert e8.column("segments")[:2] == [Co.strided_transactions(1, 8), Co.strided_transactions(3, 8)]
 
 
 def test_recorded_table_is_coalescing_table_of_real_triton_runs():
@@ -98,23 +101,32 @@ def test_recorded_table_is_coalescing_table_of_real_triton_runs():
     assert [name for name, _, _ in runs] == ["add", "strided s=8", "transpose"]
     assert all(same for _, same, _ in runs)
     table = lab.recorded_table(runs)
-    assert fits(table) and table.title.endswith("outputs equal torch's: True")
+    assert fits(table) and table.title.endswith("outputs equal torch's: True") and "thread model" in table.title
     got = {(r["kernel"], r["tensor"], r["kind"]): r for r in rows(table)}
     for name, _, rec in runs:
         ref = Co.coalescing_table(rec)
         for r in ref.rows:
             want = dict(zip(ref.columns, r))
             row = got[(name, want["tensor"], want["kind"])]
-            assert all(row[k] == want[k] for k in ("warps", "transactions", "per warp", "sectors", "bytes moved",
-                                                  "efficiency"))
-        assert sum(w.access.transactions for w in rec.warps) == sum(
-            row["transactions"] for (k, _, _), row in got.items() if k == name)
-    assert {got[("add", t, k)]["per warp"] for t, k in (("x_ptr", "load"), ("y_ptr", "load"),
-                                                         ("out_ptr", "store"))} == {1.0}
-    assert got[("strided s=8", "x_ptr", "load")]["per warp"] == Co.strided_transactions(8)
-    assert got[("transpose", "x_ptr", "load")]["per warp"] == 1.0
+            assert (row["warps"], row["sectors"], row["segments"], row["bytes moved"], row["efficiency"]) == (
+                want["warps"], want["sectors"], want["transactions"], want["bytes moved"], want["efficiency"])
+            assert row["per warp"] == want["sectors"] / want["warps"]
+        assert sum(w.access.sectors for w in rec.warps) == sum(
+            row["sectors"] for (k, _, _), row in got.items() if k == name)
+    assert got[("strided s=8", "x_ptr", "load")]["per warp"] == Co.strided_transactions(8, 4, 32)
+    assert got[("transpose", "x_ptr", "load")]["per warp"] == 4.0
     assert got[("transpose", "out_ptr", "store")]["per warp"] == 32.0
     assert got[("transpose", "out_ptr", "store")]["efficiency"] == 0.125
+
+
+def test_occupancy_table_equals_occupancy():
+    from labkit.gpu_model.occupancy import occupancy
+
+    table = lab.occupancy_table()
+    assert fits(table)
+    for r in rows(table):
+        o = occupancy(r["threads"], r["regs"], r["smem KiB"] * 1024)
+        assert (r["blocks"], r["warps"], r["occ."], r["limit"]) == (o.blocks, o.warps, o.fraction, o.limiter)
 
 
 # ---------------------------------------------------------------------------- banks, stencil

@@ -13,6 +13,7 @@ in a cell. Every rank function here is a top-level function of this module.
     time_all_reduces(p, sizes)          timings: our three all-reduces and gloo's dist.all_reduce
     fit_table / times_table / ratio_table   the α–β model fitted once for all, or once per algorithm
     link_table(alpha)                   β in ps/B of real interconnects, and the crossover they give
+    failure_table(n, dead, timeout)     one rank hangs or crashes between two all-reduces: who finishes
     builtin_times / gloo_vs_nccl        dist.all_reduce on gloo (CPU tensors) or NCCL (CUDA tensors)
     run_yours / picture                 a learner's function on real ranks, drawn like the lab
 """
@@ -318,6 +319,91 @@ def link_table(alpha_s: float = 5e-6, p: int = 4, links=LINKS) -> Table:
         rows.append((name, gbs, beta * 1e12, x / 1e6))
     return Table(["link", "GB/s one way", "β (ps/B)", f"crossover p={p} (MB)"], rows,
                  formats={"GB/s one way": ".0f", "β (ps/B)": ".1f", f"crossover p={p} (MB)": ".1f"})
+
+
+# --------------------------------------------------------------------------- a rank that fails
+
+FAILURES = ("hangs", "crashes")
+ALL_REDUCES = {"ring": ring_all_reduce, "gloo": _gloo_all_reduce}
+
+
+def _note(path: str, line: str) -> None:
+    """Append one line to the shared log (O_APPEND: whole lines, whichever rank writes)."""
+    import os
+
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _failing_rank(rank, n, dead, failure, algorithm, log):
+    """Two all-reduces of 4 KiB; between them rank ``dead`` hangs (stops answering, as a frozen or
+    unreachable node does) or crashes (its process exits). Ranks log "done k" per all-reduce."""
+    import os
+
+    x = torch.ones(1024)
+    for k in range(2):
+        if k == 1 and rank == dead:
+            _note(log, f"{rank} failed")
+            if failure == "hangs":
+                time.sleep(3600)          # stopped by launch at its timeout
+            os._exit(1)
+        ALL_REDUCES[algorithm](x)
+        _note(log, f"{rank} done {k}")
+    return float(x[0])
+
+
+@dataclass(frozen=True)
+class FailureRun:
+    """One launch of `_failing_rank`: the ranks that finished all-reduce 0 and all-reduce 1, how the
+    launch ended (the exception's name and first line) and its wall time in seconds."""
+
+    failure: str
+    algorithm: str
+    done: tuple
+    ended: str
+    message: str
+    seconds: float
+
+
+def failure_run(failure: str, algorithm: str = "ring", n: int = 4, dead: int = 2,
+                timeout: float = 3.0) -> FailureRun:
+    """Launch `_failing_rank` on ``n`` gloo ranks with ``timeout`` seconds and read the log back."""
+    import os
+    import tempfile
+
+    from labkit.dist import RankError, launch
+
+    if failure not in FAILURES or algorithm not in ALL_REDUCES:
+        raise ValueError(f"failure_run: failure in {FAILURES}, algorithm in {tuple(ALL_REDUCES)}; "
+                         f"got {failure!r}, {algorithm!r}")
+    with tempfile.TemporaryDirectory(prefix="labkit-failure-") as tmp:
+        log = os.path.join(tmp, "log")
+        t0 = time.perf_counter()
+        try:
+            launch(_failing_rank, n, dead, failure, algorithm, log, backend="gloo", timeout=timeout, quiet=True)
+            ended, message = "returned", ""
+        except (TimeoutError, RankError) as e:
+            ended, message = type(e).__name__, str(e).splitlines()[0]
+        seconds = time.perf_counter() - t0
+        lines = open(log).read().split("\n") if os.path.exists(log) else []
+    done = tuple(tuple(sorted(int(w[0]) for w in (ln.split() for ln in lines) if w[1:] == ["done", str(k)]))
+                 for k in range(2))
+    return FailureRun(failure, algorithm, done, ended, message, seconds)
+
+
+def failure_table(n: int = 4, dead: int = 2, timeout: float = 3.0, runs=(("hangs", "ring"), ("hangs", "gloo"),
+                                                                         ("crashes", "ring"))):
+    """(Table, [FailureRun]): per (failure, all-reduce) the ranks that finished all-reduce 0 and 1,
+    how the launch ended and when."""
+    results = [failure_run(f, a, n, dead, timeout) for f, a in runs]
+    rows = [(f"rank {dead} {r.failure}", r.algorithm, ",".join(map(str, r.done[0])) or "-",
+             ",".join(map(str, r.done[1])) or "none", r.ended, r.seconds) for r in results]
+    return Table(["between the all-reduces", "all-reduce", "1st done by", "2nd done by", "launch ended",
+                  "after s"], rows, {"after s": ".1f"},
+                 f"{n} gloo ranks, launch timeout {timeout:g} s"), results
 
 
 # --------------------------------------------------------------------------- GPU: gloo next to NCCL

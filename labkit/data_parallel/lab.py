@@ -2,10 +2,12 @@
 
     equivalence_table(worlds)          DDP on N ranks vs one process on the whole batch
     bucket_table(cfg, cap_mb)          our buckets next to the ones PyTorch's DDP forms
+    torch_bucket_history(cfg, caps)    PyTorch DDP's buckets at construction and after the first step
     measure_overlap(cfg, ...)          naive / per-parameter / bucketed steps timed on real ranks
     overlap_table(measured)            those times next to the overlap model's predictions
     fitted_alpha_beta(measured)        α, β of the all-reduce, fitted to the measured bucket times
     ps_compare(...)                    BSP, ASP, SSP on a real parameter server, with a straggler
+    ps_lr_table(...)                   the same runs over a grid of learning rates: each one's best
     server_bytes_table(...)            bytes on the server's link vs on any link of a ring
     scaling_tables(cfg, ...)           strong and weak scaling measured, Amdahl/Gustafson fitted
     large_batch_table(cfg, ...)        loss after a fixed number of samples vs batch and LR rule
@@ -23,7 +25,7 @@ from labkit.collectives.alpha_beta import fit_alpha_beta
 from labkit.data_parallel.buckets import assign_buckets, cap_bytes_of
 from labkit.data_parallel.ddp import DDP
 from labkit.data_parallel.overlap import naive_step_time, overlap_step_time
-from labkit.data_parallel.param_server import PSConfig, run, server_bytes_per_step
+from labkit.data_parallel.param_server import PSConfig, run_many, server_bytes_per_step
 from labkit.data_parallel.ssp import ssp_makespan, ssp_start_times
 from labkit.data_parallel.step_timing import Measured, time_ddp_steps
 from labkit.dist import device, launch
@@ -101,6 +103,38 @@ def bucket_table(cfg: GPTConfig = SMALL, cap_mb: float = 0.004) -> Table:
                  title=f"cap {cap_mb} MiB = {cap_bytes_of(cap_mb)} bytes; same buckets as PyTorch: {same}")
 
 
+def _torch_history_rank(rank, world, cfg, caps):
+    from torch.nn.parallel import DistributedDataParallel
+
+    out = []
+    for cap in caps:
+        model = DistributedDataParallel(GPT(cfg, seed=0), bucket_cap_mb=cap)
+        built = model._get_ddp_logging_data()["bucket_sizes"]
+        for step in range(3):                     # rebuilt in step 2 from step 1's order, logged in 3
+            model.zero_grad()
+            model(*batch(cfg, 2, seed=step))[1].backward()
+        data = model._get_ddp_logging_data()
+        out.append(([int(b) for b in built.split(",")], [int(b) for b in data["rebuilt_bucket_sizes"].split(",")],
+                    int(data["bucket_cap_bytes"])))
+    return out
+
+
+def torch_bucket_history(cfg: GPTConfig, caps=(None, 1.0)) -> list[dict]:
+    """PyTorch's `DistributedDataParallel` on 2 gloo ranks, once per ``bucket_cap_mb`` in ``caps``
+    (None = its default): the bucket sizes (bytes) it builds at construction, the sizes it rebuilds
+    after the first iteration (in the order the gradients arrived), its cap in bytes, and our
+    `assign_buckets` for the same cap, largest parameters last-layer first."""
+    got = launch(_torch_history_rank, 2, cfg, tuple(caps), backend="gloo", timeout=120)[0]
+    params = list(GPT(cfg).parameters())
+    rows = []
+    for cap, (built, rebuilt, cap_bytes) in zip(caps, got):
+        ours = None if cap is None else [sum(params[i].numel() * params[i].element_size() for i in b)
+                                         for b in assign_buckets(params, cap_bytes_of(cap))]
+        rows.append({"cap_mb": cap, "cap_bytes": cap_bytes, "at_construction": built, "after_first_step": rebuilt,
+                     "ours": ours})
+    return rows
+
+
 # --------------------------------------------------------------------------- overlap
 
 def measure_overlap(cfg: GPTConfig, batch_per_rank: int = 8, cap_mb: float = 1.0, world: int = 2,
@@ -117,18 +151,29 @@ def comm_times(m: Measured, bucketed: bool) -> list[float]:
     return [m.comm[n] for n in reversed(m.nbytes)]
 
 
+def predicted_step(m: Measured, name: str) -> float:
+    """The model's step time (s) for variant ``name`` from the parts measured alone, plus the
+    variant's measured ``lag`` (the ranks do not finish backward together, and no all-reduce
+    completes before the last rank joins it): naive T_fwd + T_bwd + lag + the burst of its
+    all-reduces (`Measured.burst`); overlapped, the lower bound
+    T_fwd + max(T_bwd, T_comm − t_last) + t_last + lag."""
+    v = m.variants[name]
+    if name == "naive":
+        return m.fwd + m.bwd + v.lag + m.burst
+    return overlap_step_time(m.fwd, m.bwd, comm_times(m, name == "bucketed")) + v.lag
+
+
 def overlap_table(m: Measured) -> Table:
-    """Measured step parts (ms) of each variant next to the model's prediction from the parts
-    measured alone: naive T_fwd + T_bwd + ΣT_comm; overlapped T_fwd + max(T_bwd, T_comm − t_last) + t_last."""
+    """Measured step parts (ms) of each variant next to `predicted_step`."""
     rows = []
     for name, v in m.variants.items():
-        comm = comm_times(m, name == "bucketed")
-        pred = naive_step_time(m.fwd, m.bwd, comm) if name == "naive" else overlap_step_time(m.fwd, m.bwd, comm)
-        rows.append((name, len(v.events), v.fwd * 1e3, v.bwd * 1e3, v.wait * 1e3, v.step * 1e3, sum(comm) * 1e3,
-                     pred * 1e3, v.step / pred))
-    return Table(["variant", "AR calls", "fwd", "bwd", "wait after", "step", "comm alone", "model",
-                  "meas/model"], rows, formats={k: ".1f" for k in ("fwd", "bwd", "wait after", "step",
-                                                                   "comm alone", "model")}
+        comm = m.burst if name == "naive" else sum(comm_times(m, name == "bucketed"))
+        pred = predicted_step(m, name)
+        rows.append((name, len(v.events), v.fwd * 1e3, v.bwd * 1e3, v.wait * 1e3, v.lag * 1e3, v.step * 1e3,
+                     comm * 1e3, pred * 1e3, v.step / pred))
+    return Table(["variant", "ARs", "fwd", "bwd", "wait", "lag", "step", "comm", "model",
+                  "meas/model"], rows, formats={k: ".1f" for k in ("fwd", "bwd", "wait", "lag", "step",
+                                                                   "comm", "model")}
                  | {"meas/model": ".2f"},
                  title=f"{m.world} ranks, ms; compute alone: fwd {m.fwd * 1e3:.1f}, bwd {m.bwd * 1e3:.1f}")
 
@@ -140,28 +185,62 @@ def fitted_alpha_beta(m: Measured) -> tuple[float, float]:
 
 # --------------------------------------------------------------------------- parameter server
 
+PS_LRS = (0.05, 0.1, 0.2, 0.4, 0.8)
+
+
+def _ps_runs(workers, steps, compute_s, straggler_s, staleness, lrs):
+    """{(name, lr): PSResult} for BSP, ASP and SSP(staleness) at each lr, worker 1 slowed by
+    ``straggler_s`` per iteration; all runs in one launch."""
+    modes = {"BSP": ("bsp", 0), "ASP": ("asp", 0), f"SSP s={staleness}": ("ssp", staleness)}
+    keys = [(name, lr) for lr in lrs for name in modes]
+    cfgs = [PSConfig(mode=modes[name][0], staleness=modes[name][1], steps=steps, lr=lr, compute_s=compute_s,
+                     stragglers={1: straggler_s}) for name, lr in keys]
+    return dict(zip(keys, run_many(cfgs, workers)))
+
+
 def ps_compare(workers: int = 3, steps: int = 20, compute_s: float = 0.004, straggler_s: float = 0.008,
-               staleness: int = 2, lr: float = 0.05):
+               staleness: int = 2, lr: float = 0.05, lrs=()):
     """BSP, ASP and SSP(staleness) on a real parameter server, worker 1 slowed by ``straggler_s``
-    per iteration. Returns (Table, {name: PSResult}); the table puts each run's wall time next to
-    the clock rule's prediction from the iteration times alone (`ssp_makespan`)."""
+    per iteration. Returns (Table, {name: PSResult}, {(name, lr): PSResult}); the table puts each
+    run's wall time next to the clock rule's prediction from the iteration times alone
+    (`ssp_makespan`), at learning rate ``lr``; the runs at the other ``lrs`` (same launch) feed
+    `ps_lr_table`."""
     durations = [[compute_s + (straggler_s if k == 0 else 0.0)] * steps for k in range(workers)]
-    runs = {"BSP": ("bsp", 0, 0), "ASP": ("asp", 0, None), f"SSP s={staleness}": ("ssp", staleness, staleness)}
+    sweep = _ps_runs(workers, steps, compute_s, straggler_s, staleness, tuple(dict.fromkeys((lr, *lrs))))
+    rule = {"BSP": 0, "ASP": None}
     results, rows = {}, []
-    for name, (mode, s, rule) in runs.items():
-        cfg = PSConfig(mode=mode, staleness=s, steps=steps, lr=lr, compute_s=compute_s,
-                       stragglers={1: straggler_s})
-        r = run(cfg, workers)
+    for (name, at), r in sweep.items():
+        if at != lr:
+            continue
         results[name] = r
         waits = [r.wait_s[k] for k in sorted(r.wait_s)]
-        rows.append((name, r.seconds, ssp_makespan(durations, rule), max(r.staleness),
+        rows.append((name, r.seconds, ssp_makespan(durations, rule.get(name, staleness)), max(r.staleness),
                      sum(r.staleness) / len(r.staleness), r.loss[-1], waits[-1]))
     return Table(["run", "seconds", "clock rule", "max staleness", "mean staleness", "final loss",
                   "fast waited s"], rows,
                  formats={"seconds": ".3f", "clock rule": ".3f", "mean staleness": ".2f", "final loss": ".2e",
                           "fast waited s": ".3f"},
                  title=f"{workers} workers x {steps} iterations of {compute_s * 1e3:g} ms; "
-                       f"worker 1 +{straggler_s * 1e3:g} ms each"), results
+                       f"worker 1 +{straggler_s * 1e3:g} ms each; lr {lr:g}"), results, sweep
+
+
+def ps_lr_table(sweep: dict) -> Table:
+    """Final loss of each consistency model at each learning rate of ``sweep`` (from `ps_compare`),
+    its updates applied, and its best learning rate; "diverged" where the loss ended above where
+    it started."""
+    names = list(dict.fromkeys(name for name, _ in sweep))
+    lrs = sorted({lr for _, lr in sweep})
+    rows = []
+    for name in names:
+        losses = {lr: sweep[name, lr].loss for lr in lrs}
+        final = [losses[lr][-1] if losses[lr][-1] < losses[lr][0] else None for lr in lrs]
+        best = min((f, lr) for f, lr in zip(final, lrs) if f is not None)
+        rows.append([name, sweep[name, lrs[0]].updates] + ["diverged" if f is None else f"{f:.1e}" for f in final]
+                    + [best[1], best[0]])
+    return Table(["run", "updates"] + [f"lr {lr:g}" for lr in lrs] + ["best lr", "best loss"], rows,
+                 formats={"best loss": ".1e"},
+                 title="final loss after the same iterations (initial loss "
+                       f"{next(iter(sweep.values())).loss[0]:.1f}); diverged: ended above it")
 
 
 def server_bytes_table(workers=(2, 4, 8, 16, 64), params: int = 10**8, itemsize: int = 4) -> Table:

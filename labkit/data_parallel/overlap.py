@@ -6,14 +6,20 @@ channel, so they run one after another. Backward makes gradients from the last l
 the last bucket (the first layers' parameters) is ready only when backward ends, so its all-reduce
 can never hide. With T_comm the summed time of all buckets and t_last the last bucket's:
 
-    T_step = T_fwd + max(T_bwd, T_comm − t_last) + t_last        (`overlap_step_time`)
+    T_step >= T_fwd + max(T_bwd, T_comm − t_last) + t_last       (`overlap_step_time`)
 
-Communication is fully hidden (apart from that tail) whenever T_comm − t_last ≤ T_bwd — not only
-when the two are equal. Without overlap (every all-reduce after backward), T_step = T_fwd + T_bwd
-+ T_comm (`naive_step_time`). `simulate_overlap` replays the channel exactly from each bucket's
-ready time and gives the timeline the notebook draws; with a bucket cap it forms the same buckets
-as `labkit.data_parallel.DDP` (`assign_buckets`), and a bucket's time follows the α–β model of
-Lab 05 for a ring all-reduce: 2(p−1)·α + 2(p−1)/p · bytes · β.
+a *lower bound*: the channel is busy for T_comm − t_last before the last bucket, which is ready no
+earlier than the end of backward. It is exact when the channel never waits for a bucket (every
+bucket but the last is ready by the time the channel could take it); otherwise the channel idles
+while backward makes the next bucket, and the step is longer. `exact_step_time` replays the channel
+from each bucket's ready time: ready at 0.9 and 1.0 (backward ends at 1.0), all-reduces of 0.5 and
+0.1 give 0.9 + 0.5 + 0.1 = 1.5, where the bound says 1.1. When it applies, communication is hidden
+(apart from the tail) whenever T_comm − t_last ≤ T_bwd — not only when the two are equal. Without
+overlap (every all-reduce after backward), T_step = T_fwd + T_bwd + T_comm (`naive_step_time`).
+
+`simulate_overlap` does the same replay with each bucket's time from the α–β model of Lab 05 for a
+ring all-reduce, 2(p−1)·α + 2(p−1)/p · bytes · β, and gives the timeline the notebook draws; with a
+bucket cap it forms the same buckets as `labkit.data_parallel.DDP` (`assign_buckets`).
 """
 from __future__ import annotations
 
@@ -26,11 +32,37 @@ from labkit.data_parallel.buckets import assign_buckets
 
 
 def overlap_step_time(t_fwd: float, t_bwd: float, comm_s: Sequence[float]) -> float:
-    """Seconds per step when buckets are reduced during backward; ``comm_s`` = each bucket's
-    all-reduce time in the order they are ready (the last one is the exposed tail)."""
+    """A lower bound on the seconds per step when buckets are reduced during backward;
+    ``comm_s`` = each bucket's all-reduce time in the order they are ready (the last one is the
+    exposed tail). Exact when the channel never waits for a bucket (see `exact_step_time`)."""
     t_fwd, t_bwd = _seconds("overlap_step_time", t_fwd, t_bwd)
     comm = _times("overlap_step_time", comm_s)
     return t_fwd + max(t_bwd, sum(comm[:-1])) + (comm[-1] if comm else 0.0)
+
+
+def replay_channel(ready_s: Sequence[float], comm_s: Sequence[float]) -> list[tuple[float, float]]:
+    """(start, end) of each bucket's all-reduce on one channel that takes them in the order they are
+    ready: a bucket starts when it is ready and the previous one has finished. ``ready_s`` and
+    ``comm_s`` are per bucket, in seconds from the start of backward; returned in ready order."""
+    ready, comm = _times("replay_channel", ready_s), _times("replay_channel", comm_s)
+    if len(ready) != len(comm):
+        raise ValueError(f"replay_channel: one ready time per all-reduce time "
+                         f"(got {len(ready)} and {len(comm)})")
+    out, free = [], 0.0
+    for k in sorted(range(len(ready)), key=lambda i: ready[i]):
+        start = max(ready[k], free)
+        free = start + comm[k]
+        out.append((start, free))
+    return out
+
+
+def exact_step_time(t_fwd: float, t_bwd: float, ready_s: Sequence[float], comm_s: Sequence[float]) -> float:
+    """Seconds per step from the channel's replay (`replay_channel`): T_fwd + the later of the end
+    of backward (``t_bwd``) and the end of the last all-reduce. Never below `overlap_step_time`
+    when the last bucket is ready at ``t_bwd``."""
+    t_fwd, t_bwd = _seconds("exact_step_time", t_fwd, t_bwd)
+    spans = replay_channel(ready_s, comm_s)
+    return t_fwd + max([t_bwd] + [end for _, end in spans])
 
 
 def naive_step_time(t_fwd: float, t_bwd: float, comm_s: Sequence[float]) -> float:
@@ -89,16 +121,14 @@ def simulate_overlap(ready_s: Sequence[float], nbytes: Sequence[int], cap_bytes:
         groups = assign_buckets([_Sized(n) for n in sizes], cap_bytes)
     t_bwd = max(ready)
     order = sorted(range(len(groups)), key=lambda b: max(ready[i] for i in groups[b]))
-    spans, free = [], 0.0
-    for b in order:
-        members = groups[b]
-        r = max(ready[i] for i in members)
-        size = sum(sizes[i] for i in members)
-        start = max(r if overlap else t_bwd, free)
-        free = start + predict_time("ring_all_reduce", world, size, alpha, beta)
-        spans.append(BucketSpan(b, tuple(members), size, r, start, free))
-    end = max(free, t_bwd)
-    return OverlapResult(tuple(spans), t_fwd, t_bwd, t_fwd + end, end - t_bwd)
+    bucket_ready = [max(ready[i] for i in groups[b]) for b in order]
+    bucket_bytes = [sum(sizes[i] for i in groups[b]) for b in order]
+    times = [predict_time("ring_all_reduce", world, n, alpha, beta) for n in bucket_bytes]
+    runs = replay_channel(bucket_ready if overlap else [t_bwd] * len(order), times)
+    spans = tuple(BucketSpan(b, tuple(groups[b]), n, r, start, end)
+                  for b, n, r, (start, end) in zip(order, bucket_bytes, bucket_ready, runs))
+    end = max([t_bwd] + [s.end for s in spans])
+    return OverlapResult(spans, t_fwd, t_bwd, t_fwd + end, end - t_bwd)
 
 
 class _Sized:

@@ -198,13 +198,29 @@ def _work(rank: int, workers: int, cfg: PSConfig, X, y) -> float:
 
 def run(cfg: PSConfig, workers: int = 3, timeout: float = 120.0) -> PSResult:
     """Launch the server and ``workers`` workers on gloo ranks; return the server's PSResult."""
+    return run_many([cfg], workers, timeout)[0]
+
+
+def _many_rank(rank: int, world: int, cfgs):
+    out = []
+    for cfg in cfgs:              # one run after another in the same group; a barrier between
+        dist.barrier()
+        out.append(run_rank(rank, world, cfg))
+    return out
+
+
+def run_many(cfgs, workers: int = 3, timeout: float = 120.0) -> list[PSResult]:
+    """`run` for each config in ``cfgs``, one after another inside a single launch (starting ranks
+    costs more than a short run). Returns the server's PSResult of each, in order."""
     from labkit.dist import launch
 
     check_int("run", "workers", workers, minimum=1)
-    bad = [k for k in cfg.stragglers if k > workers]
+    cfgs = list(cfgs)
+    bad = sorted({k for cfg in cfgs for k in cfg.stragglers if k > workers})
     if bad:
         raise ValueError(f"run: straggler rank(s) {bad} do not exist; workers are ranks 1..{workers}")
-    out = launch(run_rank, workers + 1, cfg, backend="gloo", timeout=timeout)
-    result = out[0]
-    result.wait_s = {k: out[k] for k in range(1, workers + 1)}
-    return result
+    out = launch(_many_rank, workers + 1, cfgs, backend="gloo", timeout=timeout)
+    results = out[0]
+    for i, result in enumerate(results):
+        result.wait_s = {k: out[k][i] for k in range(1, workers + 1)}
+    return results

@@ -5,8 +5,13 @@ dataclasses, each closed form checked against a simulation or a measurement by a
 
 - `labkit.gpu_model.warps`: SIMT divergence; a 32-lane warp runs a tiny branchy kernel and
   reports issued slots, active lanes per slot and active-lane efficiency.
-- `labkit.gpu_model.coalescing`: 128-byte transactions and 32-byte sectors per warp access;
-  per-warp counts from real Triton programs recorded under the interpreter (Lab 04).
+- `labkit.gpu_model.coalescing`: 32-byte sectors (and 128-byte segments) per warp request;
+  per-warp counts from real Triton programs recorded under the interpreter (Lab 04), under a
+  thread model of one element per lane.
+- `labkit.gpu_model.compiled`: what compiled Triton does instead — a kernel compiled for an NVIDIA
+  target on any machine, the layouts its coalescing pass chose, and their sectors.
+- `labkit.gpu_model.occupancy`: resident warps per SM from threads, registers and shared memory
+  per block; waves of blocks; Little's law.
 - `labkit.gpu_model.banks`: shared-memory bank conflicts (32 banks of 4-byte words).
 - `labkit.gpu_model.stencil`: global loads of a 1-D / 2-D stencil without and with tiling.
 - `labkit.gpu_model.host_device`: asynchronous launches, implicit synchronisation, pinned vs
@@ -16,6 +21,8 @@ dataclasses, each closed form checked against a simulation or a measurement by a
 from labkit.gpu_model.banks import BankAccess, bank_access, conflict_degree, strided_conflict_degree
 from labkit.gpu_model.coalescing import (WarpAccess, analyze_warp, coalescing_table, record_warps, sectors,
                                          strided_transactions, transactions)
+from labkit.gpu_model.compiled import BlockedLayout, CompiledKernel, compile_for_gpu, warp_cost
+from labkit.gpu_model.occupancy import Occupancy, SMLimits, bytes_in_flight, waves  # not occupancy(): a submodule
 from labkit.gpu_model.cpu_simd import access_order, simd_vs_gather
 from labkit.gpu_model.host_device import NeedsCuda, find_implicit_syncs, h2d_bandwidth, launch_vs_completion
 from labkit.gpu_model.stencil import stencil1d_formula, stencil1d_tiled, stencil2d_formula, stencil2d_tiled
@@ -23,7 +30,9 @@ from labkit.gpu_model.warps import If, Loop, Op, WarpRun, branch_formula, loop_f
 
 __all__ = ["Op", "If", "Loop", "WarpRun", "simulate_warp", "branch_formula", "loop_formula",
            "transactions", "sectors", "WarpAccess", "analyze_warp", "strided_transactions", "record_warps",
-           "coalescing_table", "BankAccess", "bank_access", "conflict_degree", "strided_conflict_degree",
+           "coalescing_table", "BlockedLayout", "CompiledKernel", "compile_for_gpu", "warp_cost",
+           "Occupancy", "SMLimits", "waves", "bytes_in_flight", "BankAccess", "bank_access", "conflict_degree",
+           "strided_conflict_degree",
            "stencil1d_tiled", "stencil1d_formula", "stencil2d_tiled", "stencil2d_formula",
            "NeedsCuda", "launch_vs_completion", "find_implicit_syncs", "h2d_bandwidth",
            "simd_vs_gather", "access_order"]

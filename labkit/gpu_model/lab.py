@@ -3,11 +3,16 @@
     divergence_table(a, b, c)       slots issued and active-lane efficiency of branchy kernels on a
                                     warp (`simulate_warp`), next to the closed forms
     lane_masks(program)             which lanes are active in each issued slot (for the drawing)
-    stride_table(strides)           transactions and sectors of one warp at a stride and at random,
-                                    counted, next to the closed form min(32, s)
-    recorded_table()                per-warp transactions of real Triton programs recorded under
-                                    the interpreter (Lab 04's recorder): add, a strided read, a
-                                    naive transpose
+    stride_table(strides)           32-byte sectors (and 128-byte segments) of one warp request at a
+                                    stride and at random, counted, next to the closed forms
+                                    min(32, 4s) and min(32, s) for 4-byte elements
+    recorded_table()                per-warp sectors of real Triton programs recorded under the
+                                    interpreter (Lab 04's recorder) with the thread model (one block
+                                    element per lane): add, a strided read, a naive transpose
+    compiled_table()                the naive transpose compiled for sm_90 (no GPU needed): the
+                                    layouts Triton chose, sectors per warp instruction, shared memory
+    occupancy_table(cases)          resident blocks and warps per SM from threads, registers and
+                                    shared memory per block (`occupancy`), and the limiting resource
     bank_table(strides)             shared-memory conflict degree of tile rows, columns, padded
                                     columns and strides, counted, next to gcd(s, 32)
     stencil_table()                 global loads of 1-D and 2-D stencils, untiled vs tiled, counted
@@ -30,6 +35,7 @@ from labkit.gpu_model import banks as Bk
 from labkit.gpu_model import coalescing as Co
 from labkit.gpu_model import cpu_simd as Cs
 from labkit.gpu_model import host_device as Hd
+from labkit.gpu_model import occupancy as Oc
 from labkit.gpu_model import stencil as St
 from labkit.gpu_model import warps as W
 from labkit.table import Table
@@ -145,12 +151,13 @@ def lane_masks(program, lane_values=None, warp_size: int = WARP) -> tuple[tuple,
 # ---------------------------------------------------------------------------- 2. coalescing
 def stride_table(strides=(1, 2, 4, 8, 16, 32, 64), element_bytes: int = 4, random_warps: int = 200,
                  random_kib=(4, 65536), seed: int = 0) -> Table:
-    """One warp of 32 lanes, lane i reading element i·s (``element_bytes`` each, aligned start):
-    128-byte transactions and 32-byte sectors counted by `transactions` / `analyze_warp`, next to
-    the closed form `strided_transactions` (= min(32, s) for 4-byte elements; stride 0 is a
-    broadcast). The last rows: lanes reading random elements of an array of each size in
-    ``random_kib`` (KiB), mean over ``random_warps`` warps (seeded), next to
-    `expected_random_transactions` for its M = size / 128 segments."""
+    """One warp request of 32 lanes, lane i reading element i·s (``element_bytes`` each, aligned
+    start): the aligned 32-byte **sectors** it touches (what current GPUs move and profilers
+    count per request) and the older 128-byte segments, counted by `analyze_warp`, next to the
+    closed form `strided_transactions` for each size (for 4-byte elements min(32, 4s) sectors and
+    min(32, s) segments; stride 0 is a broadcast). The last rows: lanes reading random elements of
+    an array of each size in ``random_kib`` (KiB), mean over ``random_warps`` seeded warps, next to
+    `expected_random_transactions` for its M sectors (and segments)."""
     fn = "stride_table"
     e = check_int(fn, "element_bytes", element_bytes, minimum=1, maximum=Co.SECTOR_BYTES)
     random_warps = check_int(fn, "random_warps", random_warps, minimum=1)
@@ -158,21 +165,23 @@ def stride_table(strides=(1, 2, 4, 8, 16, 32, 64), element_bytes: int = 4, rando
     for s in strides:
         s = check_int(fn, "stride", s, minimum=0)
         acc = Co.analyze_warp(Co.strided_addresses(s, e), e)
-        expr = "broadcast" if s == 0 else f"min(32, {s})" if e == 4 else "⌊31·s·e/128⌋+1"
-        rows.append([f"stride {s}", acc.transactions, Co.strided_transactions(s, e), expr, acc.sectors,
-                     acc.efficiency])
+        expr = "broadcast" if s == 0 else f"min(32, 4·{s})" if e == 4 else "⌊31·s·e/32⌋+1"
+        rows.append([f"stride {s}", acc.sectors, Co.strided_transactions(s, e, Co.SECTOR_BYTES), expr,
+                     acc.transactions, Co.strided_transactions(s, e), acc.efficiency])
     rng = np.random.default_rng(seed)
     for kib in random_kib:
         kib = check_int(fn, "random_kib", kib, minimum=1)
-        n_elem, m = (kib << 10) // e, (kib << 10) // Co.SEGMENT_BYTES
+        n_elem = (kib << 10) // e
+        m_sec, m_seg = (kib << 10) // Co.SECTOR_BYTES, (kib << 10) // Co.SEGMENT_BYTES
         accs = [Co.analyze_warp([int(i) * e for i in rng.integers(0, n_elem, WARP)], e) for _ in range(random_warps)]
-        size = f"{kib // 1024} MiB" if kib % 1024 == 0 else f"{kib} KiB"
-        rows.append([f"random, {size}: M={m}", float(np.mean([a.transactions for a in accs])),
-                     Co.expected_random_transactions(max(m, 1)), "M(1-(1-1/M)^32)",
-                     float(np.mean([a.sectors for a in accs])), float(np.mean([a.efficiency for a in accs]))])
-    return Table(["32 lanes read", "transactions", "formula", "expression", "sectors", "efficiency"], rows,
-                 {"transactions": ".4g", "formula": ".4g", "sectors": ".4g", "efficiency": ".3f"},
-                 f"{e}-byte elements; transaction = 128-byte segment, sector = 32 bytes; "
+        rows.append([f"random, M={m_sec}", float(np.mean([a.sectors for a in accs])),
+                     Co.expected_random_transactions(max(m_sec, 1)), "M(1-(1-1/M)^32)",
+                     float(np.mean([a.transactions for a in accs])), Co.expected_random_transactions(max(m_seg, 1)),
+                     float(np.mean([a.efficiency for a in accs]))])
+    return Table(["32 lanes read", "sectors", "formula", "expression", "segments", "seg. formula", "efficiency"],
+                 rows, {"sectors": ".4g", "formula": ".4g", "segments": ".4g", "seg. formula": ".4g",
+                        "efficiency": ".3f"},
+                 f"{e}-byte elements; sector = 32 B, segment = 128 B; M = sectors of the array; "
                  "efficiency = used / moved")
 
 
@@ -198,18 +207,74 @@ def recorded_runs(n: int = 1000, block: int = 256, stride: int = 8, shape=(64, 9
 
 
 def recorded_table(runs: list | None = None) -> Table:
-    """Per kernel, tensor and kind (load/store): warps, transactions (total and per warp), sectors,
-    bytes moved and efficiency, from `coalescing_table` of each recording in `recorded_runs`."""
+    """Per kernel, tensor and kind (load/store): warps, 32-byte sectors (total and per warp),
+    128-byte segments, bytes moved and efficiency, from `coalescing_table` of each recording in
+    `recorded_runs`. The warps are the *thread model* of the interpreter's accesses: one block
+    element per lane, 32 consecutive (row-major) block elements per warp."""
     runs = recorded_runs() if runs is None else runs
     rows = []
-    keep = ["tensor", "kind", "warps", "transactions", "per warp", "sectors", "bytes moved", "efficiency"]
     for name, _, rec in runs:
         t = Co.coalescing_table(rec)
         for r in t.rows:
-            rows.append([name] + [r[t.columns.index(k)] for k in keep])
+            v = dict(zip(t.columns, r))
+            rows.append([name, v["tensor"], v["kind"], v["warps"], v["sectors"], v["sectors"] / v["warps"],
+                         v["transactions"], v["bytes moved"], v["efficiency"]])
     ok = all(same for _, same, _ in runs)
-    return Table(["kernel"] + keep, rows, {"per warp": ".2f", "efficiency": ".3f"},
-                 f"Triton programs under the interpreter, 32 block elements per warp; outputs equal torch's: {ok}")
+    return Table(["kernel", "tensor", "kind", "warps", "sectors", "per warp", "segments", "bytes moved",
+                  "efficiency"], rows, {"per warp": ".2f", "efficiency": ".3f"},
+                 f"thread model of the interpreter's accesses, a lane per element; outputs equal torch's: {ok}")
+
+
+TRANSPOSE_SHAPE = (64, 96)
+
+
+def compiled_transpose(block: int = 32, shape=TRANSPOSE_SHAPE, arch: int = 90):
+    """The naive `transpose_kernel` compiled for ``sm_<arch>`` (`compiled.compile_for_gpu`, no GPU
+    needed) with ``block`` × ``block`` tiles, and the cost of warp 0's first load and store
+    instruction on an (M, N) = ``shape`` input, under Triton's chosen layouts and under the thread
+    model (one element per lane along a row of the tile). Returns (CompiledKernel, rows)."""
+    from labkit.gpu_model import compiled as Cp
+
+    M, N = (check_int("compiled_transpose", k, v, minimum=1) for k, v in zip("MN", shape))
+    k = Cp.compile_for_gpu(Co.transpose_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "M": "i32", "N": "i32",
+                                                 "BM": "constexpr", "BN": "constexpr"},
+                           {"BM": block, "BN": block}, arch=arch)
+    address = {"load": lambda i, j: i * N + j, "store": lambda i, j: j * M + i}   # x[i, j] and out[j, i]
+    row_of_tile = Cp.BlockedLayout((1, 1), (1, WARP), (1, 1), (1, 0))
+    rows = []
+    for kind, layout in k.accesses:
+        for model, lay in (("thread model", row_of_tile), (f"compiled {k.target}", layout)):
+            c = Cp.warp_cost(lay.warp_elements(), address[kind])
+            rows.append([kind, model, lay.describe(), c.bytes_used, c.sectors, c.efficiency])
+    return k, rows
+
+
+def compiled_table(block: int = 32, shape=TRANSPOSE_SHAPE, arch: int = 90) -> Table:
+    """`compiled_transpose` as a table: per access and model, the lanes' layout, bytes one warp
+    instruction uses, its sectors and its efficiency; the title gives the layout conversions and
+    shared memory Triton added, and the PTX's shared-memory instructions."""
+    k, rows = compiled_transpose(block, shape, arch)
+    ops = k.ptx_ops
+    return Table(["access", "model", "a warp's lanes", "bytes", "sectors", "efficiency"], rows,
+                 {"efficiency": ".3f"},
+                 f"naive transpose, {block}x{block} tiles, {k.target}: {k.conversions} layout conversion, "
+                 f"{k.shared_bytes} B shared memory, {ops['st.shared'] + ops['ld.shared']} shared ld/st")
+
+
+def occupancy_table(cases=((256, 32, 0), (256, 64, 0), (256, 128, 0), (128, 32, 48 * 1024),
+                           (1024, 32, 0), (64, 32, 0)), sm: Oc.SMLimits = Oc.H100) -> Table:
+    """`occupancy` of each (threads per block, registers per thread, shared bytes per block) on
+    ``sm``: blocks each resource allows, resident blocks and warps, occupancy and the limiter."""
+    rows = []
+    for threads, regs, smem in cases:
+        o = Oc.occupancy(threads, regs, smem, sm)
+        b = o.blocks_by
+        rows.append([threads, regs, smem // 1024, b["warps"], b["regs"], b["smem"], o.blocks, o.warps,
+                     o.fraction, o.limiter])
+    return Table(["threads", "regs", "smem KiB", "by warps", "by regs", "by smem", "blocks", "warps",
+                  "occ.", "limit"], rows, {"occ.": ".2f"},
+                 f"{sm.name}: {sm.max_warps} warps, {sm.max_blocks} blocks, {sm.registers} registers, "
+                 f"{sm.smem_bytes // 1024} KiB shared memory per SM")
 
 
 # ---------------------------------------------------------------------------- 3. banks

@@ -8,7 +8,8 @@
 
 So a transformer layer costs 2 all-reduces of b·s·h elements forward and 2 backward.
 ``sequence_parallel=True`` swaps g for a reduce-scatter along the sequence and expects the input
-split along the sequence (all-gathered on entry): `labkit.tensor_parallel.sequence`.
+split along the sequence (all-gathered on entry): `all_gather_seq` and `reduce_scatter_seq` of
+`labkit.tensor_parallel.comm`; `labkit.tensor_parallel.parallelize` splits a whole GPT that way.
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ import torch
 
 import labkit
 from labkit import strides_lab
+from labkit.claims import claim
 from labkit.grading.check import check_your_work
 from labkit.show import show
 from labkit.strides import StridedView, ViewError, contiguous_strides, is_contiguous
@@ -52,7 +53,9 @@ print("torch :", meta(x))
 print("model :", meta(m))
 print("row-major strides of (3, 4):", contiguous_strides((3, 4)))
 ok = all(x[i, j].item() == x.storage_offset() + i * x.stride(0) + j * x.stride(1) for i in range(3) for j in range(4))
-print("x[i, j] == storage[offset + i*stride0 + j*stride1] for all 12 elements:", ok)
+claim("x[i, j] == storage[offset + i*stride0 + j*stride1] for all 12 elements", ok)
+claim("the model's (shape, strides, offset) and row-major strides are torch's",
+      meta(m) == meta(x) and contiguous_strides((3, 4)) == x.stride() == (4, 1), f"{meta(x)}")
 
 # %% [markdown]
 # ## 2. Slicing moves the offset and multiplies strides — no copy
@@ -73,6 +76,7 @@ print("x[i, j] == storage[offset + i*stride0 + j*stride1] for all 12 elements:",
 # %%
 A = torch.arange(20).reshape(4, 5)
 mA = StridedView.arange(4, 5)
+results = []
 keys = {"1:, 2:4": (slice(1, None), slice(2, 4)), ":, ::2": (slice(None), slice(None, None, 2)),
         "0:4:3, 1:5:3": (slice(0, 4, 3), slice(1, 5, 3)), "1:2, :": (slice(1, 2), slice(None)),
         ":, 3": (slice(None), 3)}
@@ -81,16 +85,25 @@ for shown, key in keys.items():
     same = t.untyped_storage().data_ptr() == A.untyped_storage().data_ptr()
     print(f"A[{shown:>12}] model {str(meta(v)):22} torch {str(meta(t)):22} agree={agree(v, t)} "
           f"shared={same}")
+    results.append(agree(v, t) and same)
+claim("A[1:, 2:4] starts at offset 7 with strides (5, 1)", meta(A[1:, 2:4]) == ((3, 2), (5, 1), 7),
+      f"{meta(A[1:, 2:4])}")
+claim("every slice agrees with torch and shares A's storage (no copy)", all(results), f"{len(results)} slices")
 
 # %% [markdown]
 # The length uses a *ceiling*: `0:9:2` keeps 0, 2, 4, 6, 8 — five elements, not `9 // 2 = 4`.
 
 # %%
 r = StridedView.arange(10)
+lengths = []
 for start, stop, step in [(0, 9, 2), (1, 10, 3), (0, 10, 3), (7, 100, 1), (12, 20, 1)]:
     v, t = r.slice(0, start, stop, step), torch.arange(10)[start:stop:step]
     print(f"[{start}:{stop}:{step}] -> length {v.shape[0]} (torch {t.shape[0]}), offset {v.offset} "
           f"(torch {t.storage_offset()}), values {v.values()}")
+    lengths.append((v.shape[0], t.shape[0]))
+claim("0:9:2 keeps five elements, the ceiling of 9/2, in the model and in torch", lengths[0] == (5, 5))
+claim("the model's lengths are torch's, clamped stops and empty slices included",
+      all(a == b for a, b in lengths), f"{[a for a, _ in lengths]}")
 
 # %% [markdown]
 # ### Exercise: `slice_view`
@@ -122,6 +135,11 @@ mB = StridedView.arange(2, 3, 4)
 for dims in [(1, 2, 0), (2, 0, 1), (2, 1, 0)]:
     print(f"permute{dims}: model {meta(mB.permute(*dims))} torch {meta(B.permute(dims))} "
           f"agree={agree(mB.permute(*dims), B.permute(dims))}")
+claim("A.t() swaps the strides to (1, 5) and is not contiguous, in the model and in torch",
+      T.stride() == (1, 5) and agree(mT, T) and not T.is_contiguous() and not mT.is_contiguous())
+claim("permute(2, 0, 1) of a contiguous (2, 3, 4) has strides (1, 12, 4); the model agrees on all three",
+      B.permute(2, 0, 1).stride() == (1, 12, 4)
+      and all(agree(mB.permute(*d), B.permute(d)) for d in [(1, 2, 0), (2, 0, 1), (2, 1, 0)]))
 
 # %% [markdown]
 # ### Exercise: `permute_view`
@@ -152,6 +170,8 @@ bb, mbb = b.expand(4, 3), StridedView.arange(1, 3).expand(4, 3)
 print("expand(4, 3): model", meta(mbb), " torch", meta(bb), " agree", agree(mbb, bb))
 print("bytes of storage behind the (4, 3) view:", bb.untyped_storage().nbytes(), "=", 3, "elements x",
       bb.element_size(), "bytes")
+claim("a (1, 3) int64 row expanded to (4, 3) keeps 24 bytes; the new rows have stride 0",
+      bb.untyped_storage().nbytes() == 24 and bb.stride() == (0, 1) and agree(mbb, bb), f"strides {bb.stride()}")
 print("a new leading dim is stride 0 too:", meta(StridedView.arange(3).expand(2, 4, 3)),
       "torch", meta(torch.arange(3).expand(2, 4, 3)))
 
@@ -170,10 +190,15 @@ print("a new leading dim is stride 0 too:", meta(StridedView.arange(3).expand(2,
 # %%
 cases = [((2, 3), (3, 1)), ((2, 3), (1, 2)), ((1, 5), (99, 1)), ((5, 1), (1, 7)), ((3, 1, 4), (4, 50, 1)),
          ((3, 4), (8, 1)), ((3, 4), (0, 1)), ((2, 0, 3), (7, 7, 7))]
+verdicts = {}
 for shape, strides in cases:
     t = torch.empty(64).as_strided(shape, strides)
     print(f"shape {str(shape):10} strides {str(strides):12} model {is_contiguous(shape, strides)!s:5} "
           f"torch {t.is_contiguous()}")
+    verdicts[shape, strides] = (is_contiguous(shape, strides), t.is_contiguous())
+claim("the model's rule gives torch's verdict in all 8 cases", all(a == b for a, b in verdicts.values()))
+claim("size-1 dimensions do not count: (1, 5) with strides (99, 1) and (5, 1) with (1, 7) are contiguous",
+      verdicts[(1, 5), (99, 1)][1] and verdicts[(5, 1), (1, 7)][1] and not verdicts[(3, 4), (8, 1)][1])
 
 # %% [markdown]
 # ### Exercise: `is_contiguous`
@@ -231,6 +256,11 @@ for shape, how, new in tests:
                  not v.reshape(*new).shares_storage_with(v)))
 print(Table(["tensor", "strides", "asked", "torch strides", "model strides", "reshape copies",
              "(model)"], rows))
+claim("the model's view strides are torch's in every case, refusals included",
+      all(tuple(r[3]) == tuple(r[4]) if r[3] != "refused" else r[4] == "refused" for r in rows))
+claim("reshape copies exactly where view refuses, in torch and in the model",
+      all(r[5] == r[6] == (r[3] == "refused") for r in rows),
+      f"{sum(r[5] for r in rows)} of {len(rows)} copied")
 
 # %% [markdown]
 # The model's error says what went wrong and what to do, like torch's:
@@ -258,9 +288,13 @@ except RuntimeError as e:
 
 # %%
 s = torch.arange(12).reshape(3, 4).t()
+same = []
 for new in [(4, 3, 1), (4, 1, 3), (1, 4, 3)]:
+    model_strides = StridedView.arange(3, 4).transpose(0, 1).view(*new).strides
     print(f"transposed (4, 3) strides {s.stride()} .view{new}: torch {s.view(new).stride()}, "
-          f"model {StridedView.arange(3, 4).transpose(0, 1).view(*new).strides}")
+          f"model {model_strides}")
+    same.append(s.view(new).stride() == model_strides)
+claim("the model gives new size-1 dimensions torch's strides", all(same), f"{len(same)} views")
 
 # %% [markdown]
 # ### Exercise: `view_strides`
@@ -301,10 +335,18 @@ wrong = A35.as_strided((n, m), (1, m))
 print(f"A ({m}x{n}) strides {A35.stride()}; A.t() strides {A35.t().stride()} = (1, n), not (1, m)")
 print(f"A.t()[1]            = {A35.t()[1].tolist()}  (column 1 of A)")
 print(f"strides (1, m): [1] = {wrong[1].tolist()}  (not a column of A)")
+contig = {}
 for name, sl in [("A[1:3]", A35[1:3]), ("A[2]", A35[2]), ("A[:, 1:3]", A35[:, 1:3]),
                  ("A[:, 0]", A35[:, 0]), ("A[::2]", A35[::2])]:
     print(f"{name:10} offset {sl.storage_offset():2} strides {str(sl.stride()):8} "
           f"contiguous {sl.is_contiguous()!s:5} (model: {is_contiguous(sl.shape, sl.stride())})")
+    contig[name] = sl.is_contiguous()
+claim("a (2, 3, 4) tensor has ndim = 3 strides, not numel = 24", len(B3.stride()) == B3.ndim == 3 != B3.numel())
+claim("transposing a row-major [m, n] gives strides (1, n); (1, m) reads something else",
+      A35.t().stride() == (1, n) and wrong[1].tolist() != A35.t()[1].tolist(), f"{A35.t().stride()}")
+claim("whole-row slices stay contiguous; column cuts, a column and a step do not",
+      [contig[k] for k in contig] == [True, True, False, False, False],
+      ", ".join(k for k in contig if contig[k]) + " only")
 
 # %% [markdown]
 # ## 8. How we know the model is right
@@ -317,9 +359,12 @@ for name, sl in [("A[1:3]", A35[1:3]), ("A[2]", A35[2]), ("A[:, 1:3]", A35[:, 1:
 t, v = torch.arange(24).as_strided((4, 3), (6, 2), 1), StridedView(range(24), 1, (4, 3), (6, 2))
 steps = [("[1:, ::2]", lambda a: a[1:, ::2]), ("transpose(0, 1)", lambda a: a.transpose(0, 1)),
          ("unsqueeze(1)", lambda a: a.unsqueeze(1)), ("reshape(-1)", lambda a: a.reshape(-1))]
+chain_ok = []
 for name, op in steps:
     t, v = op(t), op(v)
     print(f"{name:16} torch {str(meta(t)):26} model {str(meta(v)):26} agree: {agree(v, t)}")
+    chain_ok.append(agree(v, t))
+claim("the model agrees with torch after every step of the chain", all(chain_ok), f"{len(chain_ok)} steps")
 
 # %% [markdown]
 # ## 9. Zero-copy is not free: access order matters
@@ -335,10 +380,16 @@ for name, op in steps:
 from labkit.bench import median_time
 
 big = torch.randn(2048, 2048)
-print(f"view (transpose) : {median_time(lambda: big.t(), repeat=5) * 1e6:8.1f} us (metadata only)")
-print(f"contiguous()     : {median_time(lambda: big.t().contiguous(), repeat=5) * 1e3:8.2f} ms (copies 16 MiB)")
-print(f"cumsum rows, contiguous : {median_time(lambda: big.cumsum(1), repeat=5) * 1e3:8.2f} ms")
-print(f"cumsum rows, transposed : {median_time(lambda: big.t().cumsum(1), repeat=5) * 1e3:8.2f} ms")
+t_view, t_copy = median_time(lambda: big.t(), repeat=5), median_time(lambda: big.t().contiguous(), repeat=5)
+t_rows, t_cols = median_time(lambda: big.cumsum(1), repeat=5), median_time(lambda: big.t().cumsum(1), repeat=5)
+print(f"view (transpose) : {t_view * 1e6:8.1f} us (metadata only)")
+print(f"contiguous()     : {t_copy * 1e3:8.2f} ms (copies 16 MiB)")
+print(f"cumsum rows, contiguous : {t_rows * 1e3:8.2f} ms")
+print(f"cumsum rows, transposed : {t_cols * 1e3:8.2f} ms")
+claim("making the transposed view costs over 100x less than copying it", 100 * t_view < t_copy,
+      f"{t_view * 1e6:.1f} us vs {t_copy * 1e3:.2f} ms")
+claim("the same cumsum walking the transposed view is slower", t_cols > 1.5 * t_rows,
+      f"{t_cols / t_rows:.1f}x")
 
 # %% [markdown]
 # ## 10. Explore: a view on its storage
@@ -412,7 +463,30 @@ vs.explorer(24)
 # gets the inner run's stride: `view(6, 4, 1)` has **`(8, 1, 1)`**.
 #
 # </details>
-#
+
+# %%
+# The answers above, asked of torch.
+x = torch.empty(8, 16, 32)
+y, z, q = x[1:, ::4, 8:], x.permute(2, 0, 1), torch.empty(6, 8)
+claim("P1: strides (512, 32, 1) elements; [2, 3, 4] starts at byte 4496",
+      x.stride() == (512, 32, 1) and x[2, 3, 4].data_ptr() - x.data_ptr() == 4496)
+claim("P2: shape (7, 4, 24), strides (512, 128, 1), offset 520",
+      meta(y) == ((7, 4, 24), (512, 128, 1), 520))
+try:
+    z.view(256, 16)
+    refused = False
+except RuntimeError:
+    refused = True
+claim("P3: z is not contiguous; view(32, 128) has strides (1, 32); view(256, 16) is refused",
+      not z.is_contiguous() and z.view(32, 128).stride() == (1, 32) and refused)
+bias = torch.empty(1024).expand(64, 128, 1024)
+claim("P4: the broadcast bias keeps 4096 bytes, strides (0, 0, 1)",
+      bias.untyped_storage().nbytes() == 4096 and bias.stride() == (0, 0, 1))
+claim("P5: q[:, ::2].view(24) has stride (2,); q[:, :4].view(6, 1, 4) and view(6, 4, 1) as stated",
+      q[:, ::2].view(24).stride() == (2,) and q[:, :4].view(6, 1, 4).stride() == (8, 4, 1)
+      and q[:, :4].view(6, 4, 1).stride() == (8, 1, 1))
+
+# %% [markdown]
 # ## Summary
 #
 # - A tensor is storage + `(offset, shape, strides)`; element `[i0, i1, …]` is at `offset + Σ i_d·stride_d`.

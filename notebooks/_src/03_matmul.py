@@ -11,8 +11,9 @@
 #    shared-memory tiles) and predict their global- and shared-memory traffic;
 # 4. say what a Python-level blocked matmul against the BLAS `torch.matmul` does and does not measure;
 # 5. count what the GPU's execution model adds to those element counts — slots a divergent warp
-#    issues, transactions per warp access, shared-memory bank conflicts, a stencil's global loads
-#    with and without tiles — and tell host/device asynchrony and memory spaces apart.
+#    issues, sectors per warp request, shared-memory bank conflicts, a stencil's global loads
+#    with and without tiles, resident warps per SM (occupancy) — and tell host/device asynchrony
+#    and memory spaces apart.
 #
 # Conventions: `A` is M×K, `B` is K×N, `C = A @ B` is M×N. Traffic is counted in **elements**
 # moved from the slower level (multiply by 4 for float32 bytes). `cdiv(x, b)` = ⌈x / b⌉.
@@ -22,6 +23,7 @@
 import numpy as np
 
 import labkit  # noqa: F401  (sets up the environment)
+from labkit.claims import claim
 from labkit.grading.check import check_your_work
 from labkit.matmul import gpu_model as G
 from labkit.matmul import lab
@@ -41,25 +43,31 @@ def row(*cells, w=6, wide=()):
     return " ".join(f"{c!s:>{13 if i in wide else w}}" for i, c in enumerate(cells))
 
 # %% [markdown]
-# ## 1. The untiled loop: 2n³ loads
+# ## 1. The untiled loop
 #
-# Computing `C[i, j]` needs row i of A and column j of B. With no cache to keep them, every one
-# of the M·N outputs loads K elements of each: `M·N·K` of A and `M·N·K` of B, i.e. `2n³` for square
-# matrices, while the matmul only *needs* to read `2n²` distinct elements. Tiling is about closing
-# that gap through reuse. The counted loop (every count in this lab comes from a loop like it):
+# Computing `C[i, j]` needs row i of A and column j of B. With no cache to keep them, every output
+# loads them from memory again. The counted loop (every count in this lab comes from a loop like it):
 
 # %%
 show(T.naive)
 
 # %% [markdown]
-# **Predict first:** for n = 8, how many elements of A does the loop load?
+# **Predict first:** for n = 8, how many elements of A does the loop load — against the 64 that A
+# holds?
 
 # %%
+ok = []
 for n in (4, 8, 12):
     A, B = ints(n, n), ints(n, n)
     C, t = T.naive(A, B)
-    assert (C == A @ B).all()
+    ok.append((C == A @ B).all() and t.a_reads == t.b_reads == n**3 and t.c_writes == n * n)
     print(f"n={n:2d}: counted A={t.a_reads:5d} B={t.b_reads:5d} C={t.c_writes:4d}   formula n^3={n**3:5d}, n^2={n*n}")
+claim("the untiled loop loads n^3 elements of A and of B, writes n^2, and C == A @ B", all(ok), "n = 4, 8, 12")
+
+# %% [markdown]
+# Every one of the M·N outputs loads K elements of each operand: `M·N·K` of A and `M·N·K` of B,
+# i.e. **2n³** for square matrices, while the matmul only *needs* to read `2n²` distinct elements.
+# Tiling is about closing that gap through reuse.
 
 # %% [markdown]
 # ## 2. Cache-aware tiling (DRAM → L1)
@@ -73,26 +81,28 @@ for n in (4, 8, 12):
 #         C[i-block, j-block] = a @ b
 # ```
 #
-# Every element of A is loaded once: **M·K** (`n²`). All of B is loaded once per row block of A:
-# **cdiv(M, b1)·K·N** (`n³/b1` when b1 divides n). b2 does not appear — it only sets how much L1
-# the B block needs (`b1·K + b2·K` elements must fit). When b1 does not divide M the last row block
-# is shorter; it still costs one full pass over B, hence the ceiling.
-#
-# **Predict first:** M = 10, K = 7, N = 9 with b1 = 4: how many elements of B are loaded?
+# **Predict first:** M = 10, K = 7, N = 9 with b1 = 4 (so the last row block has only 2 rows):
+# how many elements of A does this loop load, and how many of B?
 
 # %%
 print(row("M", "K", "N", "b1", "b2", "A counted", "A formula", "B counted", "B formula", wide=(5, 6, 7, 8)))
+ok = []
 for (M, K, N, b1, b2) in [(16, 16, 16, 4, 4), (16, 16, 16, 8, 2), (16, 16, 16, 16, 16),
                           (10, 7, 9, 4, 3), (1, 12, 9, 4, 4), (9, 12, 1, 4, 4)]:
     A, B = ints(M, K), ints(K, N)
     C, t = T.cache_tiled(A, B, b1, b2)
     f = T.cache_tiled_formula(M, K, N, b1, b2)
-    assert (C == A @ B).all() and t == f
+    ok.append((C == A @ B).all() and t == f)
     print(row(M, K, N, b1, b2, t.a_reads, f"{M}*{K}={M * K}", t.b_reads, f"{-(-M // b1)}*{K}*{N}={f.b_reads}",
               wide=(5, 6, 7, 8)))
+claim("counted loads equal M·K and cdiv(M, b1)·K·N in all 6 cases, and C == A @ B", all(ok))
 
 # %% [markdown]
-# (Answer: cdiv(10, 4) = 3 row blocks, each streaming all 7·9 = 63 elements of B: 189.)
+# Every element of A is loaded once: **M·K** (`n²`). All of B is loaded once per row block of A:
+# **cdiv(M, b1)·K·N** (`n³/b1` when b1 divides n). b2 does not appear — it only sets how much L1
+# the B block needs (`b1·K + b2·K` elements must fit). When b1 does not divide M the last row block
+# is shorter; it still costs one full pass over B, hence the ceiling. (Answer: 70 of A; cdiv(10, 4)
+# = 3 row blocks, each streaming all 7·9 = 63 elements of B: 189.)
 #
 # The total `n² + n³/b1` falls as b1 grows, until the A block no longer fits in L1:
 
@@ -100,10 +110,14 @@ for (M, K, N, b1, b2) in [(16, 16, 16, 4, 4), (16, 16, 16, 8, 2), (16, 16, 16, 1
 n = 32
 A, B = ints(n, n), ints(n, n)
 naive_total = T.naive(A, B)[1].total
+totals = []
 for b1 in (1, 2, 4, 8, 16, 32):
     t = T.cache_tiled(A, B, b1, 4)[1]
+    totals.append(t.a_reads + t.b_reads)
     print(f"b1={b1:2d}: A+B reads = {t.a_reads + t.b_reads:6d} = n^2 + n^3/b1 = {n*n + n**3 // b1:6d}"
           f"  L1 needed (b2=4): {b1 * n + 4 * n:5d} elements (naive: {2 * n**3})")
+claim("n^2 + n^3/b1 falls with every doubling of b1", all(a > b for a, b in zip(totals, totals[1:]))
+      and totals == [n * n + n**3 // b1 for b1 in (1, 2, 4, 8, 16, 32)], f"{totals[0]} -> {totals[-1]}")
 
 # %% [markdown]
 # ### Exercise: `cache_tiled`
@@ -128,24 +142,31 @@ check_your_work("lab03_matmul", "cache_tiled", picture=lab.picture("cache_tiled"
 #     C[i, j] = c
 # ```
 #
-# Each A tile is loaded once for every **column** tile of C: **M·K·cdiv(N, v2)** (`n³/v2`).
-# Each B tile once for every **row** tile: **cdiv(M, v1)·K·N** (`n³/v1`). So v1 (rows of the C tile)
-# divides the traffic of B and v2 (columns) that of A. v3 changes the register footprint
-# `v1·v3 + v2·v3 + v1·v2` but not the traffic.
-#
 # **Predict first:** 16×16×16 with v1 = 4, v2 = 2: which operand is loaded more, and how many times
-# more?
+# more? Does v3 change either count?
 
 # %%
 print(row("M", "K", "N", "v1", "v2", "v3", "A counted", "A formula", "B counted", "B formula", wide=(6, 7, 8, 9)))
+ok, counts = [], {}
 for (M, K, N, v1, v2, v3) in [(16, 16, 16, 2, 4, 1), (16, 16, 16, 4, 2, 8), (16, 16, 16, 4, 4, 16),
                               (10, 7, 9, 3, 4, 2), (1, 12, 9, 2, 2, 5), (9, 12, 1, 2, 2, 5)]:
     A, B = ints(M, K), ints(K, N)
     C, t = T.register_tiled(A, B, v1, v2, v3)
     f = T.register_tiled_formula(M, K, N, v1, v2, v3)
-    assert (C == A @ B).all() and t == f
+    ok.append((C == A @ B).all() and t == f)
+    counts[M, K, N, v1, v2, v3] = t
     print(row(M, K, N, v1, v2, v3, t.a_reads, f"{M}*{K}*{-(-N // v2)}={f.a_reads}",
               t.b_reads, f"{-(-M // v1)}*{K}*{N}={f.b_reads}", wide=(6, 7, 8, 9)))
+claim("counted loads equal M·K·cdiv(N, v2) and cdiv(M, v1)·K·N in all 6 cases, and C == A @ B", all(ok))
+t42 = counts[16, 16, 16, 4, 2, 8]
+claim("with v1 = 4, v2 = 2, A is loaded twice as often as B", t42.a_reads == 2 * t42.b_reads,
+      f"{t42.a_reads} vs {t42.b_reads}")
+
+# %% [markdown]
+# Each A tile is loaded once for every **column** tile of C: **M·K·cdiv(N, v2)** (`n³/v2`).
+# Each B tile once for every **row** tile: **cdiv(M, v1)·K·N** (`n³/v1`). So v1 (rows of the C tile)
+# divides the traffic of B and v2 (columns) that of A. v3 changes the register footprint
+# `v1·v3 + v2·v3 + v1·v2` but not the traffic.
 
 # %% [markdown]
 # ### Exercise: `register_tiled`
@@ -156,32 +177,39 @@ check_your_work("lab03_matmul", "register_tiled", picture=lab.picture("register_
 # %% [markdown]
 # ## 4. Both together
 #
-# Inside each cache block (b1×b2 of C) run register tiles (v1×v2). DRAM → L1 traffic is that of
-# cache tiling; L1 → register traffic is that of register tiling (`n³/v2 + n³/v1` when everything
-# divides). **A common slip** writes the DRAM traffic of B in this combined scheme as `n²/b1`; the
-# count below shows it is `n³/b1` (16³/8 = 512, not 16²/8 = 32), as in the cache-tiling section —
-# adding register tiles inside a cache block does not change what crosses DRAM. When a register
-# tile would straddle a cache block edge it is cut in two, so the general count is
-# `M·K·J(N, b2, v2)` and `J(M, b1, v1)·K·N`, with J the number of register tiles along that
-# dimension:
+# Inside each cache block (b1×b2 of C) run register tiles (v1×v2): two levels, DRAM → L1 and
+# L1 → registers, each counted by the same loop.
+#
+# **Predict first:** 16×16×16 with b1 = 8 and 4×2 register tiles: how many elements of B cross
+# DRAM, and how many go from L1 to the registers?
 
 # %%
-show(T.register_tiles_per_dim, T.tiled_formula)
-
-# %% [markdown]
-# **Predict first:** 16×16×16 with b1 = 8: how many elements of B cross DRAM?
-
-# %%
+ok = []
 for (M, K, N, b1, b2, v1, v2) in [(16, 16, 16, 8, 8, 4, 2), (10, 7, 9, 5, 4, 2, 3)]:
     A, B = ints(M, K), ints(K, N)
     C, t = T.tiled(A, B, b1, b2, v1, v2)
     f = T.tiled_formula(M, K, N, b1, b2, v1, v2)
-    assert (C == A @ B).all() and t == f
+    ok.append((C == A @ B).all() and t == f)
     print(f"M,K,N={M},{K},{N} b=({b1},{b2}) v=({v1},{v2})")
     print(f"  DRAM->L1: A {t.dram.a_reads:5d}  B {t.dram.b_reads:5d}   (formula {f.dram.a_reads}, {f.dram.b_reads})")
     print(f"  L1->reg:  A {t.l1.a_reads:5d}  B {t.l1.b_reads:5d}   (formula {f.l1.a_reads}, {f.l1.b_reads})")
     if M == K == N:
+        sq = t
         print(f"  DRAM reads of B: {t.dram.b_reads} = n^3/b1 = {N**3 // b1}, not n^2/b1 = {N**2 // b1}")
+claim("both levels' counts equal tiled_formula, and C == A @ B", all(ok), "2 cases")
+claim("B's DRAM traffic is n^3/b1 = 512, not n^2/b1 = 32", sq.dram.b_reads == 16**3 // 8 != 16**2 // 8)
+
+# %% [markdown]
+# DRAM → L1 traffic is that of cache tiling; L1 → register traffic is that of register tiling
+# (`n³/v2 + n³/v1` when everything divides). **A common slip** writes the DRAM traffic of B in this
+# combined scheme as `n²/b1`; the count shows it is `n³/b1` (16³/8 = 512, not 16²/8 = 32), as in
+# the cache-tiling section — adding register tiles inside a cache block does not change what
+# crosses DRAM. When a register tile would straddle a cache block edge it is cut in two, so the
+# general count is `M·K·J(N, b2, v2)` and `J(M, b1, v1)·K·N`, with J the number of register tiles
+# along that dimension:
+
+# %%
+show(T.register_tiles_per_dim, T.tiled_formula)
 
 # %% [markdown]
 # ### Exercise: `tiled`
@@ -230,7 +258,29 @@ for k in ("v1", "v1.5", "v2"):
 show(G.PSEUDOCODE["v3"])
 
 # %% [markdown]
-# Counting what each thread loads:
+# **Predict first:** N = 16, V = 2, L = 8 (a block of (L/V)² threads shares L-wide slabs). Counting
+# the loads in the pseudo-code above, how many global reads does v2 make, and v3?
+
+# %%
+N, V, L, S = 16, 2, 8, 4
+A, B = ints(N, N), ints(N, N)
+forms = {"v1": "2N^3", "v1.5": "N^3/V+N^3", "v2": "2N^3/V", "v3": "2N^3/L"}
+print(f"N={N}, V={V}, L={L}, S={S}")
+print(row("kernel", "threads", "global rd", "formula", "expression", "shared rd", "2N^3/V", "C ok", w=10, wide=(4,)))
+ok, reads = [], {}
+for k in G.KERNELS:
+    C, t = G.simulate(k, A, B, V=V, L=L, S=S)
+    f = G.gpu_formula(k, N, V, L, S)
+    ok.append(t.counts() == f and (C == A @ B).all())
+    reads[k] = t.global_reads
+    print(row(k, t.threads, t.global_reads, f["global_reads"], forms[k], t.shared_reads,
+              f["shared_reads"] if k == "v3" else "-", bool((C == A @ B).all()), w=10, wide=(4,)))
+claim("every kernel's counted reads equal its closed form, and every C == A @ B", all(ok), f"{len(ok)} kernels")
+claim("global reads fall v1 > v1.5 > v2 > v3",
+      reads["v1"] > reads["v1.5"] > reads["v2"] > reads["v3"], " > ".join(str(reads[k]) for k in G.KERNELS))
+
+# %% [markdown]
+# Counting what each thread loads, in general:
 #
 # | kernel | each thread | global reads | shared reads |
 # |---|---|---|---|
@@ -244,21 +294,6 @@ show(G.PSEUDOCODE["v3"])
 # a block loads its slab of A and B once into shared memory, and all its threads read from there.
 # S (the k-width of a slab) appears in no count: it trades shared-memory size against the number of
 # `__syncthreads` steps.
-#
-# **Predict first:** N = 16, V = 2, L = 8. How many global reads does v2 make, and v3?
-
-# %%
-N, V, L, S = 16, 2, 8, 4
-A, B = ints(N, N), ints(N, N)
-forms = {"v1": "2N^3", "v1.5": "N^3/V+N^3", "v2": "2N^3/V", "v3": "2N^3/L"}
-print(f"N={N}, V={V}, L={L}, S={S}")
-print(row("kernel", "threads", "global rd", "formula", "expression", "shared rd", "2N^3/V", "C ok", w=10, wide=(4,)))
-for k in G.KERNELS:
-    C, t = G.simulate(k, A, B, V=V, L=L, S=S)
-    f = G.gpu_formula(k, N, V, L, S)
-    assert t.counts() == f
-    print(row(k, t.threads, t.global_reads, f["global_reads"], forms[k], t.shared_reads,
-              f["shared_reads"] if k == "v3" else "-", bool((C == A @ B).all()), w=10, wide=(4,)))
 
 # %% [markdown]
 # ## 7. Common mistakes
@@ -270,8 +305,11 @@ for k in G.KERNELS:
 # %%
 C_slip, t_slip = G.simulate_v3(A, B, V, L, S, b_from_sA=True)
 C_ok, t_ok = G.simulate_v3(A, B, V, L, S)
-print("same traffic:", t_slip.counts() == t_ok.counts())
-print("C == A @ B with sB:", bool((C_ok == A @ B).all()), "| with sA:", bool((C_slip == A @ B).all()))
+claim("the slip moves exactly the same elements", t_slip.counts() == t_ok.counts(),
+      ", ".join(f"{v}" for v in t_ok.counts().values()))
+claim("only the result shows it: C == A @ B with sB, not with sA",
+      bool((C_ok == A @ B).all()) and not bool((C_slip == A @ B).all()),
+      f"{int((C_slip != A @ B).sum())} of {C_slip.size} entries wrong")
 
 # %% [markdown]
 # 2. **"A wider shared-memory slab S cuts v3's global traffic."** A claim you will often meet; but
@@ -281,10 +319,12 @@ print("C == A @ B with sB:", bool((C_ok == A @ B).all()), "| with sA:", bool((C_
 
 # %%
 print(row("S", "slab steps", "global rd", "2N^3/L", "shared rd", "smem elems", w=10))
+same = []
 for S_ in (1, 2, 4, 8, 16):
     _, t = G.simulate_v3(A, B, V, L, S_)
-    assert t.global_reads == 2 * N**3 // L and t.shared_reads == 2 * N**3 // V
+    same.append(t.global_reads == 2 * N**3 // L and t.shared_reads == 2 * N**3 // V)
     print(row(S_, N // S_, t.global_reads, 2 * N**3 // L, t.shared_reads, 2 * L * S_, w=10))
+claim("for every S the global reads stay 2N^3/L and the shared reads 2N^3/V", all(same), "S = 1 ... 16")
 
 # %% [markdown]
 # 3. **Writing the DRAM traffic of B in the combined scheme as `n²/b1`** — section 4 counted
@@ -308,9 +348,9 @@ show(blocked_matmul)
 g = torch.Generator().manual_seed(0)
 X = torch.randint(-4, 5, (200, 150), generator=g).double()   # integer-valued: exact in any order
 Y = torch.randint(-4, 5, (150, 170), generator=g).double()
-for tile in (16, 64, 256):
-    same = torch.equal(blocked_matmul(X, Y, tile), X @ Y)
-    print(f"tile {tile:3d}: blocked_matmul == torch.matmul exactly: {same}")
+exact = [torch.equal(blocked_matmul(X, Y, tile), X @ Y) for tile in (16, 64, 256)]
+claim("blocked_matmul equals torch.matmul exactly for tiles 16, 64 and 256", all(exact),
+      "integer-valued float64")
 
 # %% [markdown]
 # What this measures, precisely: each of the cdiv(n, tile)³ block products is itself a BLAS kernel
@@ -334,7 +374,11 @@ import matplotlib.pyplot as plt
 from labkit.matmul.blocked import measure
 
 res = measure(512, [16, 32, 64, 128, 256, 512], repeat=3, rounds=2)
-print(lab.speed(res))
+sp = lab.speed(res)
+print(sp)
+extra16 = sp.column("extra us/call")[0]
+claim("tile 16's 32,768 calls cost microseconds each: slower than one matmul",
+      sp.column("x BLAS")[0] < 0.5 and extra16 > 0.3, f"{sp.column('x BLAS')[0]:.2f}x BLAS, {extra16:.1f} us/call")
 fig, ax = plt.subplots(figsize=(5, 3))
 ax.semilogx([r[0] for r in res["rows"]], [r[2] for r in res["rows"]], "o-", base=2, label="blocked")
 ax.axhline(res["blas_gflops"], color="k", ls="--", label="one torch.matmul (BLAS)")
@@ -363,18 +407,25 @@ else:
 #
 # Section 6 counted *elements* per thread. The hardware does not run threads one by one: it runs
 # them in **warps** of 32 lanes that share one instruction stream, it moves global memory in
-# aligned **segments**, and it splits shared memory into **banks**. Each of these turns the same
-# element count into more or fewer hardware operations. `labkit.gpu_model` counts them (plain
-# Python, no GPU needed) and every count below is printed next to its closed form; the last part
+# aligned 32-byte **sectors**, and it splits shared memory into **banks**. Each of these turns the
+# same element count into more or fewer hardware operations. `labkit.gpu_model` counts them (plain
+# Python, no GPU needed) and every count below is checked against its closed form; the last part
 # times the CPU's counterparts on this machine.
 
 # %%
 from IPython.display import HTML, display
 
+from labkit.gpu_model import banks as Bk
 from labkit.gpu_model import coalescing as Co
 from labkit.gpu_model import lab as gm
+from labkit.gpu_model import occupancy as Oc
 from labkit.gpu_model import warps as W
 from labkit.viz.gpu_model import segments_html, side_by_side, warp_slots_html
+
+
+def rows_of(table):
+    """A labkit Table's rows as dicts keyed by column name."""
+    return [dict(zip(table.columns, r)) for r in table.rows]
 
 # %% [markdown]
 # ### 9.1 Warps and SIMT divergence
@@ -384,13 +435,7 @@ from labkit.viz.gpu_model import segments_html, side_by_side, warp_slots_html
 # per lane, but still issue for the lanes that are at the same instruction together). When the
 # lanes disagree at a branch, the warp issues the `then` side with the lanes that took it (the
 # others masked off), then the `else` side with the rest, and they continue together after the
-# branch. Hence:
-#
-# - a two-way branch whose sides cost a and b slots costs **a + b** as soon as each side has at
-#   least one lane — one lane is enough — and a (or b) only when the whole warp agrees;
-# - a loop runs until its *last* lane is done: **c · max tᵢ** slots for a body of c slots, lane i
-#   running it tᵢ times;
-# - active-lane efficiency = lane-instructions done / (32 · slots issued).
+# branch. A loop keeps the warp busy while any lane still runs it.
 #
 # `simulate_warp` runs kernels written as small trees of `Op`, `If` and `Loop` on one warp, lane by
 # lane; the lane value v is the lane id. The kernel of the third row below:
@@ -399,19 +444,37 @@ from labkit.viz.gpu_model import segments_html, side_by_side, warp_slots_html
 show(W.pseudocode(W.divergent_branch(3, 5, 4)))
 
 # %% [markdown]
-# **Predict first:** with a = 3 and b = 5, how many slots does the warp issue when a single lane
-# takes A (`if v == 0`)? And for 64 threads split by warp (`if t // 32 == 0`: the first warp
-# takes A, the second B)?
+# **Predict first:** the two sides cost a = 3 and b = 5 slots. How many slots does the warp issue
+# when a single lane takes A (`if v == 0`)? When half the lanes do (`v % 2 == 0`)? And for 64
+# threads split by warp (`if t // 32 == 0`: the first warp takes A, the second B)?
 
 # %%
-print(gm.divergence_table())
+div = gm.divergence_table()
+print(div)
+d = {r["kernel (v = lane id, t = thread id)"]: r for r in rows_of(div)}
+claim("every simulated warp issues the slots and efficiency of the closed form",
+      all(r["slots"] == r["formula"] and abs(r["efficiency"] - r["formula eff."]) < 1e-12 for r in d.values()),
+      f"{len(d)} kernels")
+claim("one lane taking A costs the warp as much as sixteen: a + b = 8 slots",
+      d["if v == 0: A else: B"]["slots"] == d["if v % 2 == 0: A else: B"]["slots"] == 3 + 5)
+claim("branching along warp boundaries: 8 slots over two warps, at full efficiency",
+      (d["if t // 32 == 0: A else: B"]["slots"], d["if t // 32 == 0: A else: B"]["efficiency"]) == (8, 1.0))
+straggler = d["for _ in range(32 if v == 0 else 1)"]
+claim("one lane looping 32 times holds its warp: 64 slots at efficiency 0.062",
+      straggler["slots"] == 64 and round(straggler["efficiency"], 3) == 0.062, f"{straggler['efficiency']:.4f}")
 
 # %% [markdown]
-# One lane taking A costs the warp as much as sixteen: 8 slots either way; only the efficiency
-# moves. The `t // 32` row splits its 64 threads in half like `v % 2`, but along warp boundaries:
-# each warp agrees with itself, so the two warps issue 3 + 5 = 8 slots between them at full
-# efficiency, instead of 8 each. And one slow lane holds up its warp: with a single lane looping 32
-# times, 31 lanes idle through 62 of the 64 slots (efficiency 0.062). Each picture below is one
+# The closed forms behind the table:
+#
+# - a two-way branch whose sides cost a and b slots costs **a + b** as soon as each side has at
+#   least one lane — one lane is enough — and a (or b) only when the whole warp agrees;
+# - a loop runs until its *last* lane is done: **c · max tᵢ** slots for a body of c slots, lane i
+#   running it tᵢ times;
+# - active-lane efficiency = lane-instructions done / (32 · slots issued).
+#
+# So only the efficiency moves when fewer lanes take a side. The `t // 32` row splits its 64
+# threads in half like `v % 2`, but along warp boundaries: each warp agrees with itself. And one
+# slow lane holds up its warp: 31 lanes idle through 62 of the 64 slots. Each picture below is one
 # warp's run, a column per slot and a row per lane; grey cells are masked-off lanes, so the
 # coloured share is the efficiency:
 
@@ -424,51 +487,58 @@ for text, program, threads in gm.divergence_kernels():
 display(HTML(side_by_side(*pics)))
 
 # %% [markdown]
-# ### 9.2 Memory coalescing
+# ### 9.2 Memory coalescing: sectors per request
 #
-# A warp's load is one instruction carrying 32 addresses. The memory system merges them: each
-# aligned 128-byte **segment** that some active lane touches is one **transaction**, and DRAM
-# delivers aligned 32-byte **sectors**. Thirty-two consecutive float32 are exactly one segment.
-# Lane i reading element i·s spans 31·s·4 bytes, so a warp at stride s needs **min(32, s)**
-# transactions of 4-byte elements, and from stride 8 on every lane drags a whole sector of its own
-# (32 bytes moved for 4 used). The count itself is one line; you write it yourself as the
-# `transactions` exercise of Lab 13 (`exercises/lab13_compilers.py`):
+# A warp's load is one instruction — one *request* — carrying 32 addresses. The memory system
+# serves it in aligned 32-byte **sectors**: L2 and DRAM move whole sectors, and a profiler on a
+# current GPU (Nsight Compute) reports *sectors per request*. A sector that any active lane touches
+# moves entirely. Before Pascal, the unit people counted was the aligned 128-byte *segment*
+# ("transaction", four sectors); the tables keep it as a second column, because older guides and
+# many textbooks still count in it.
+#
+# **Predict first:** 32 lanes read float32 at a stride of 8 elements (lane i reads element 8i).
+# How many sectors does the request touch, and which fraction of the bytes moved does it use? And at
+# stride 1?
 
 # %%
-show("""
-def transactions(addresses, segment_bytes=128):
-    # one warp: a byte address per lane (None: inactive lane) -> distinct segments touched
-    return len({a // segment_bytes for a in addresses if a is not None})
-""")
+st = gm.stride_table()
+print(st)
+sr = {r["32 lanes read"]: r for r in rows_of(st)}
+claim("counted sectors and segments equal their closed forms at every stride",
+      all(r["sectors"] == r["formula"] and r["segments"] == r["seg. formula"] for k, r in sr.items()
+          if k.startswith("stride")), "min(32, 4s) and min(32, s)")
+claim("stride 1: 4 sectors, every byte used; stride 8: 32 sectors, 1/8 used",
+      (sr["stride 1"]["sectors"], sr["stride 1"]["efficiency"], sr["stride 8"]["sectors"],
+       sr["stride 8"]["efficiency"]) == (4, 1.0, 32, 0.125))
+claim("random lanes: the mean of 200 warps is within 0.5 of M(1-(1-1/M)^32)",
+      all(abs(r["sectors"] - r["formula"]) < 0.5 for k, r in sr.items() if k.startswith("random")))
 
 # %% [markdown]
-# **Predict first:** a warp reads float32 at a stride of 8 elements. How many transactions, and
-# which fraction of the bytes moved does it use?
-
-# %%
-print(gm.stride_table())
-
-# %% [markdown]
-# Random addresses behave like a large stride: in a big array almost every lane has a segment of
-# its own (≈ 32); only a small array, where lanes collide, does better. Each picture shows the
-# segments one warp touches, a row (32 words) per segment: rows = transactions, dark = words
-# read, pale = the rest of the sectors that move anyway:
+# Thirty-two consecutive float32 are 128 bytes: four sectors, all used. Lane i reading element
+# i·s spans 31·s·4 bytes, so a request at stride s touches **min(32, 4s)** sectors of 4-byte
+# elements (min(32, s) segments), and from stride 8 on every lane drags a whole sector of its own
+# (32 bytes moved for 4 used). The count is a set: the distinct values `address // 32` over the
+# active lanes. (You will write it, for any segment size, as the `transactions` exercise of
+# Lab 13.) Random addresses behave like a large stride: in a big array almost every lane has a
+# sector of its own (≈ 32); only a small array, where lanes collide, does better. Each picture shows
+# the 128-byte rows one request touches: dark = words read, pale = the rest of the sectors that
+# move anyway:
 
 # %%
 pics = []
 for s in (1, 2, 8, 32):
     addresses = Co.strided_addresses(s)          # lane i: byte 4·i·s
-    pics.append(segments_html(addresses, f"stride {s}: {Co.transactions(addresses)} transactions"))
+    pics.append(segments_html(addresses, f"stride {s}: {Co.sectors(addresses)} sectors"))
 display(HTML(side_by_side(*pics)))
 
 # %% [markdown]
-# **Counted from real Triton programs.** Lab 04's recorder sees every lane's address when a
-# Triton kernel runs under the interpreter; `record_warps` cuts each block into warps of 32
-# consecutive block elements. That mapping is a model: compiled Triton usually gives each thread
-# a few neighbouring elements (one 16-byte vector load), so a real warp covers more elements per
-# instruction — but for contiguous data the total of segments is the same. Three kernels: Lab
-# 04's `add`, a strided read `x[::8]`, and a transpose that copies tiles without shared memory.
-# The transpose's two memory lines (from `transpose_kernel` in `labkit/gpu_model/coalescing.py`):
+# **The thread model, on real Triton programs.** Lab 04's recorder sees every lane's address when
+# a Triton kernel runs under the interpreter; `record_warps` cuts each block into warps of 32
+# consecutive block elements, one element per lane. That is a *thread model* of the interpreter's
+# accesses — what a CUDA kernel with one thread per element, threads numbered along rows, would
+# issue — not what compiled Triton does (below). Three kernels: Lab 04's `add`, a strided read
+# `x[::8]`, and a transpose that copies tiles without shared memory. The transpose's two memory
+# lines (from `transpose_kernel` in `labkit/gpu_model/coalescing.py`):
 
 # %%
 show("""
@@ -477,57 +547,113 @@ tl.store(out_ptr + rn[None, :] * M + rm[:, None], tile, mask=mask)  # out[rn, rm
 """)
 
 # %% [markdown]
-# **Predict first:** x is 64 × 96 (M = 64 rows). How many transactions does each warp of the
-# transpose's stores need?
+# **Predict first:** x is 64 × 96 (M = 64 rows). Under the thread model, how many sectors does
+# each warp of the transpose's stores touch, and each warp of its loads?
 
 # %%
-print(gm.recorded_table())
+rec = gm.recorded_table()
+print(rec)
+rr = {(r["kernel"], r["tensor"], r["kind"]): r for r in rows_of(rec)}
+claim("the three kernels' outputs equal torch's", rec.title.endswith("True"))
+claim("add and the transpose's loads use every byte they move",
+      all(rr[k]["efficiency"] == 1.0 for k in rr if k[0] == "add") and rr["transpose", "x_ptr", "load"]["per warp"] == 4)
+claim("the strided read: 32 sectors per warp, as at stride 8 above",
+      rr["strided s=8", "x_ptr", "load"]["per warp"] == sr["stride 8"]["sectors"] == 32)
+claim("the transpose's stores: 32 sectors per warp, 1/8 of the bytes used",
+      (rr["transpose", "out_ptr", "store"]["per warp"], rr["transpose", "out_ptr", "store"]["efficiency"]) == (32, 0.125))
 
 # %% [markdown]
-# `add` needs one transaction per warp (efficiency 1); the strided read needs 8 per warp for its
-# loads, as in the table above; the transpose reads coalesced but each warp of
-# its stores writes 32 floats that are 64·4 = 256 bytes apart: 32 transactions, 8× the bytes. The
-# usual fix stages the tile through shared memory: read rows of x into it, write rows of the
-# output from its columns — which runs into the next effect.
+# Under the thread model the transpose reads coalesced, but each warp of its stores writes 32
+# floats that are 64·4 = 256 bytes apart: 32 sectors for 128 useful bytes, 8× the traffic. The
+# usual CUDA fix stages the tile through shared memory: read rows of x into it, write rows of the
+# output from its columns.
+#
+# **Compiled Triton does that by itself.** Its coalescing pass gives each `tl.load` and `tl.store`
+# a *layout* (which lanes hold which elements, and how many each) chosen from the contiguity of
+# that operation's own pointers, and converts the tile between the two layouts through shared
+# memory. Triton compiles for an NVIDIA GPU on any Linux machine — its wheel carries the CUDA
+# back end — so we can read its decision here: the naive transpose compiled for an H100 (sm_90),
+# with the pointers 16-byte aligned and the sizes multiples of 16, as a real launch specialises it:
+
+# %%
+from labkit.gpu_model import compiled as Cp
+
+show(Cp.compile_for_gpu)
+ctab = gm.compiled_table()
+print(ctab)
+kc, crows = gm.compiled_transpose()
+cr = {(r[0], r[1].split()[0]): r for r in crows}
+claim("compiled for sm_90, the load and the store use every byte they move",
+      cr["load", "compiled"][5] == cr["store", "compiled"][5] == 1.0,
+      f"{cr['store', 'compiled'][4]} sectors for {cr['store', 'compiled'][3]} bytes")
+claim("the tile changes layout once, through 32x32 floats in shared memory",
+      kc.conversions == 1 and kc.shared_bytes == 32 * 32 * 4 and kc.ptx_ops["st.shared"] > 0
+      and kc.ptx_ops["ld.shared"] > 0, f"{kc.shared_bytes} B; {kc.ptx_ops['st.shared']} st, "
+      f"{kc.ptx_ops['ld.shared']} ld")
+
+# %% [markdown]
+# The load's lanes run along rows of x (4 × 8 lanes, 4 floats each: one 16-byte vector per lane),
+# the store's along rows of the output (8 × 4 lanes of 4 floats down a column of x), and a
+# `ttg.convert_layout` in between — which the PTX implements with `st.shared`/`ld.shared`. So the
+# recorded 32 sectors per store describe the thread model (and a hand-written CUDA kernel with one
+# thread per element), not the compiled Triton kernel: for compiled Triton, the naive transpose is
+# already a shared-memory transpose. Its remaining cost is the shared-memory traffic, which runs
+# into the next effect.
 #
 # ### 9.3 Shared-memory bank conflicts
 #
 # Shared memory is split into 32 **banks** of 4-byte words; word w lives in bank w mod 32, and a
 # bank delivers one word per cycle. Lanes asking one bank for *different* words are served one
 # after the other: the access takes as many passes as the busiest bank has distinct words (lanes
-# reading the *same* word share it: a broadcast). Lane i reading word i·s hits only 32/gcd(s, 32)
-# different banks, so the degree is **gcd(s, 32)**. A column of `float tile[32][32]` is stride 32:
-# every lane hits the same bank. Padding each row to 33 words shifts row r by r banks.
+# reading the *same* word share it: a broadcast).
 #
-# **Predict first:** the degree of reading a column of `tile[32][32]`? Of `tile[32][33]`? Of
-# lanes reading every third word?
+# **Predict first:** the degree (passes) of reading a column of `float tile[32][32]`? Of a column
+# of `tile[32][33]`? Of lanes reading every third word?
 
 # %%
-print(gm.bank_table())
+bt = gm.bank_table()
+print(bt)
+br = {r["lane i reads"]: r for r in rows_of(bt)}
+claim("every counted degree equals gcd(s, 32)", all(r["degree"] == r["formula"] for r in br.values()),
+      f"{len(br)} patterns")
+claim("a column of tile[32][32] takes 32 passes; of tile[32][33], one",
+      (br["column of tile[32][32]"]["degree"], br["column of tile[32][33]"]["degree"]) == (32, 1))
+odd = [Bk.conflict_degree([i * s for i in range(32)]) for s in range(1, 64, 2)]
+claim("any odd stride is conflict-free", set(odd) == {1}, "strides 1, 3, ..., 63")
 
 # %% [markdown]
-# 32 passes become one for 32 unused words (3% more shared memory); this is why the classic
-# shared-memory transpose declares its tile `[32][33]`. Any odd stride is conflict-free.
+# Lane i reading word i·s hits only 32/gcd(s, 32) different banks, so the degree is
+# **gcd(s, 32)**. A column of `tile[32][32]` is stride 32: every lane hits the same bank. Padding
+# each row to 33 words shifts row r by r banks: 32 passes become one for 32 unused words (3% more
+# shared memory). This is why the classic shared-memory transpose declares its tile `[32][33]`
+# (compilers reach the same end by *swizzling* the addresses instead of padding).
 #
 # ### 9.4 The shared-memory stencil
 #
 # A 1-D stencil of radius r reads each output's 2r + 1 neighbours. Untiled, every read goes to
-# global memory: **n(2r + 1)**. Tiled, a block first copies its T inputs plus 2r halo points
-# into shared memory, once, and every output then reads its neighbours from there:
-# **n + 2r·cdiv(n, T)** global loads (the n(2r + 1) reads now hit shared memory). The 2-D star
-# (5-point for r = 1) reads 4r + 1 points untiled; a T × T tile loads its T² points and four
-# r-wide halo strips (the star never needs the corners): RC + 2r(C·cdiv(R, T) + R·cdiv(C, T)).
-# It is the matmul's reuse argument again, with 2r + 1 (or 4r + 1) uses per loaded element.
+# global memory. Tiled, a block first copies its T inputs plus the r-wide halos on both sides into
+# shared memory, once, and every output then reads its neighbours from there. The 2-D star
+# (5-point for r = 1) reads 4r + 1 points; its T × T tile needs four r-wide halo strips (the star
+# never needs the corners).
 #
 # **Predict first:** n = 1024, r = 4, T = 64: how many times fewer global loads with tiles?
 
 # %%
-print(gm.stencil_table())
+stn = gm.stencil_table()
+print(stn)
+sn = rows_of(stn)
+claim("counted loads equal the closed forms, untiled and tiled, and outputs equal numpy's",
+      all(r["untiled"] == r["untiled formula"] and r["tiled"] == r["tiled formula"] for r in sn)
+      and stn.title.endswith("True"), f"{len(sn)} stencils")
+claim("n = 1024, r = 4, T = 64: tiles load 8x fewer", sn[1]["x fewer"] == 8, f"{sn[1]['x fewer']:.2f}x")
+claim("a bigger tile brings the gain closer to 2r + 1 = 3", 3 > sn[3]["x fewer"] > sn[0]["x fewer"],
+      f"T = 64: {sn[0]['x fewer']:.3f}, T = 1024: {sn[3]['x fewer']:.3f}")
 
 # %% [markdown]
-# The gain approaches 2r + 1 (4r + 1 in 2-D) as the tile grows and the halo becomes a smaller
-# share of it; the counts come from running the stencils on counting arrays, and the outputs
-# equal numpy's.
+# Untiled, the 1-D stencil loads **n(2r + 1)**; tiled, **n + 2r·cdiv(n, T)** (the n(2r + 1) reads
+# now hit shared memory). The 2-D star: (4r + 1)·R·C untiled, RC + 2r(C·cdiv(R, T) + R·cdiv(C, T))
+# tiled. The gain approaches 2r + 1 (4r + 1 in 2-D) as the tile grows and the halo becomes a
+# smaller share of it. It is the matmul's reuse argument again, with 2r + 1 uses per loaded element.
 #
 # ### 9.5 Host and device: asynchronous launches and pinned memory
 #
@@ -544,42 +670,107 @@ print(gm.stencil_table())
 print(gm.host_device())
 
 # %% [markdown]
-# ### 9.6 Two common mistakes
+# ### 9.6 Occupancy: how many warps an SM keeps, and why that hides latency
+#
+# An SM (streaming multiprocessor) holds many warps at once and, every cycle, issues from one
+# that is ready; while one waits several hundred cycles for DRAM, the others compute. How many
+# it holds — its **occupancy** — is set by what each block asks for. A block is resident only if
+# all of it fits: its warps (an H100 SM has 64 warp slots), its registers (65,536 per SM, given
+# out per warp in units of 256) and its shared memory (up to 228 KiB per SM, plus 1 KiB reserved
+# per block); and at most 32 blocks. `labkit.gpu_model.occupancy` does the arithmetic of CUDA's
+# occupancy calculator:
+
+# %%
+show(Oc.occupancy)
+
+# %% [markdown]
+# **Predict first:** blocks of 256 threads, each thread using 64 registers, no shared memory. How
+# many warps can one H100 SM keep resident? And with 128 registers per thread?
+
+# %%
+occ = gm.occupancy_table()
+print(occ)
+oc = rows_of(occ)
+claim("64 registers per thread halve the resident warps; 128 quarter them",
+      [(r["warps"], r["limit"]) for r in oc[:3]] == [(64, "warps+regs"), (32, "regs"), (16, "regs")])
+claim("48 KiB of shared memory per block leaves room for 4 blocks: 16 warps",
+      (oc[3]["blocks"], oc[3]["warps"], oc[3]["limit"]) == (4, 16, "smem"))
+
+# %% [markdown]
+# Why warps must be resident, counted with Little's law (data in flight = bandwidth × latency): to
+# draw 2 TB/s from memory with ~500 ns of latency, about 1 MB must be on its way at every moment —
+# some 7.6 KB per SM on a 132-SM GPU, about 60 fully used 128-byte warp loads outstanding per SM.
+# At 64 resident warps that is about one load in flight per warp; at 16 (the register-hungry rows
+# above), each warp must keep four in flight — independent loads the compiler can issue before
+# the first returns — or the memory sits idle.
+
+# %%
+inflight = Oc.bytes_in_flight(2e12, 500e-9)
+per_sm = inflight / Oc.H100.sms
+print(f"in flight: {inflight / 1e6:.2f} MB in all, {per_sm / 1e3:.2f} KB per SM = {per_sm / 128:.1f} "
+      f"warp loads of 128 B")
+print(f"per resident warp: {per_sm / 128 / 64:.2f} at 64 warps, {per_sm / 128 / 16:.2f} at 16")
+claim("2 TB/s with 500 ns of latency needs about 60 warp loads in flight per SM", 55 < per_sm / 128 < 65,
+      f"{per_sm / 128:.1f}")
+
+# %% [markdown]
+# **"Launching far more blocks than the GPU can run at once (oversubscribing it) is a problem."**
+# A common mistake: it is how a GPU stays busy. Blocks that do not fit yet simply start when others
+# finish, in *waves*. Too *few* blocks is the problem — SMs sit idle — and the mild cost of many is
+# a partly idle last wave.
+#
+# **Predict first:** an H100 with 8 resident blocks per SM has 132 · 8 = 1056 block slots. What
+# share of the slots does work for a grid of 100 blocks? Of 1057? Of 100,000?
+
+# %%
+grids = (100, 1056, 1057, 10_000, 100_000)
+wv = {g: Oc.waves(g, 8, Oc.H100.sms) for g in grids}
+for g, w in wv.items():
+    print(f"{g:7,d} blocks: {w.waves:3d} wave(s) of {w.slots} slots, {100 * w.busy:5.1f} % of slot time busy")
+claim("too few blocks idle most of the GPU: 100 blocks use under 10 % of the slots", wv[100].busy < 0.1,
+      f"{100 * wv[100].busy:.1f} %")
+claim("oversubscribing is cheap: 100,000 blocks keep over 99 % of the slots busy", wv[100_000].busy > 0.99,
+      f"{100 * wv[100_000].busy:.2f} %")
+claim("the worst tail is one block past a full wave", wv[1057].busy < 0.51 < wv[1056].busy,
+      f"{100 * wv[1057].busy:.1f} %")
+
+# %% [markdown]
+# ### 9.7 A common mistake about local memory
 #
 # **"Private (local) memory is the fastest memory a thread has."** A common mistake: the fastest
 # are its **registers**. CUDA's *local* memory is private only in scope: it lives in device DRAM,
-# like global memory, and is merely cached in L1/L2. The compiler puts a thread's array there when
-# it is indexed with run-time values or when registers run out (spills). Orders of magnitude on
-# recent data-center GPUs (rough classes, not specifications):
+# like global memory, and is cached in L1 and L2 like it. The compiler puts a thread's array
+# there when it is indexed with run-time values or when registers run out (spills). Orders of
+# magnitude on recent data-center GPUs (rough classes, not specifications):
 #
 # | memory | visible to | lives in | size | latency |
 # |---|---|---|---|---|
 # | registers | one thread | the SM's register file | 256 KB per SM | none beyond the instruction |
 # | shared memory / L1 | one block / the SM | on the SM | ~100–250 KB per SM | tens of cycles |
 # | L2 | the whole GPU | on the chip | tens of MB | a few hundred cycles |
-# | local and global memory | one thread / all | device DRAM | tens of GB | several hundred cycles |
+# | local and global memory | one thread / all | device DRAM, cached in L1/L2 | tens of GB | several hundred cycles (a cache hit: less) |
 #
 # How much it matters, counted: kernel v2 of section 6 keeps a V×V tile of C per thread. In
 # registers its accumulators cost no memory access; in local memory every multiply-add would read
-# and write one:
+# and write one.
+#
+# **Predict first:** N = 1024, V = 8: how many times the operand traffic would the accumulators
+# cost in local memory?
 
 # %%
-print(gm.local_memory_table(N=1024, V=8))
+lm = gm.local_memory_table(N=1024, V=8)
+print(lm)
+lr = rows_of(lm)
+claim("accumulators in local memory cost V = 8x the operand loads; in registers 0",
+      lr[1]["total"] == 0 and lr[2]["total"] == 8 * lr[0]["total"], f"{lr[2]['total']:.3g} vs {lr[0]['total']:.3g}")
 
 # %% [markdown]
-# V = 8 times the operand traffic, all of it to DRAM-backed memory. Keeping the tile in registers
-# (fixed sizes, loops the compiler can unroll) is what makes register tiling work.
+# V = 8 times the operand traffic, all of it to DRAM-backed memory (the caches absorb some of it,
+# but they are shared with everything else). Keeping the tile in registers (fixed sizes, loops
+# the compiler can unroll) is what makes register tiling work — and, as 9.6 showed, it has a price
+# in occupancy: a thread that keeps more registers leaves room for fewer warps.
 #
-# **"Launching far more blocks than the GPU can run at once (oversubscribing it) is a problem."**
-# A common mistake: it is how a GPU hides latency. An SM holds many warps at once and in each
-# cycle issues from one that is ready; while one waits several hundred cycles for DRAM, the others
-# compute. Blocks that do not fit yet simply start when others finish. The arithmetic (Little's
-# law: data in flight = bandwidth × latency): to draw 2 TB/s with ~500 ns of latency, about 1 MB
-# must be in flight, i.e. ~8 KB per SM on a 132-SM GPU — some 60 coalesced 128-byte warp loads
-# outstanding per SM at every moment: dozens of warps' worth if each waits on one load at a time.
-# Too *few* blocks is the problem; the mild cost of many is a partly idle last wave.
-#
-# ### 9.7 The CPU's side, measured on this machine
+# ### 9.8 The CPU's side, measured on this machine
 #
 # A CPU core has no warps, but the same rule holds: memory moves in 64-byte cache lines, SIMD
 # instructions load neighbouring elements together, and a prefetcher streams sequential
@@ -589,7 +780,12 @@ print(gm.local_memory_table(N=1024, V=8))
 # **Predict first:** how many times slower than the contiguous copy is the random gather?
 
 # %% tags=["nbval-ignore-output"]
-print(gm.simd_table(n=1 << 22))
+simd = gm.simd_table(n=1 << 22)
+print(simd)
+times = dict(zip(simd.column("pattern"), simd.column("ms")))
+claim("the random gather is the slowest, over 3x the contiguous copy",
+      max(times, key=times.get) == "gather, random indices" and times["gather, random indices"] > 3 * times["contiguous"],
+      f"{times['gather, random indices'] / times['contiguous']:.1f}x")
 
 # %% [markdown]
 # Then the same instructions in a different order: summing all n elements through an index, in
@@ -597,13 +793,18 @@ print(gm.simd_table(n=1 << 22))
 # addresses differs, so the gap is what caches and the prefetcher give sequential access:
 
 # %% tags=["nbval-ignore-output"]
-print(gm.order_table(n=1 << 22))
+order = gm.order_table(n=1 << 22)
+print(order)
+om = dict(zip(order.column("traversal"), order.column("ms")))
+claim("the random order is slower than the same sum in order", om["random permutation"] > 1.5 * om["in order"],
+      f"{om['random permutation'] / om['in order']:.1f}x")
 
 # %% [markdown]
 # Compare with your prediction. The sequential-index gather loads one element at a time where the
 # contiguous copy moves vectors; the random gather also misses the cache on almost every element,
-# each miss bringing a 64-byte line for 4 useful bytes — the CPU's version of 32 transactions
-# instead of one. The timings vary between runs on a shared machine; the order of the rows does not.
+# each miss bringing a 64-byte line for 4 useful bytes — the CPU's version of 32 sectors instead
+# of 4. The timings vary between runs on a shared machine; the checks above ask only for the
+# large gaps, which do not.
 
 # %% [markdown]
 # ## 10. Worked problems
@@ -657,7 +858,22 @@ print(gm.order_table(n=1 << 22))
 # products reuse both operands V times.
 #
 # </details>
-#
+
+# %%
+# The answers above, from the closed forms the counted loops were checked against.
+p1 = T.cache_tiled_formula(1024, 1024, 1024, 64, 64)
+claim("P1: 17,825,792 elements = 71.3 MB, 120x less than 2n^3",
+      p1.a_reads + p1.b_reads == 17_825_792 and round(4 * 17_825_792 / 1e6, 1) == 71.3
+      and round(2 * 1024**3 / 17_825_792) == 120)
+claim("P2: b1 = 24 is the largest that fits 32 KiB", max(b for b in range(1, 64) if 4 * 256 * (b + 8) <= 32768) == 24)
+p3 = T.register_tiled_formula(512, 512, 512, 8, 4, 1)
+claim("P3: A 33.6 M, B 16.8 M elements", (round(p3.a_reads / 1e6, 1), round(p3.b_reads / 1e6, 1)) == (33.6, 16.8))
+p4 = G.gpu_formula("v3", 4096, 8, 128, 8)
+claim("P4: global 1.07e9, shared 1.72e10", (f"{p4['global_reads']:.3g}", f"{p4['shared_reads']:.3g}") == ("1.07e+09", "1.72e+10"))
+p5 = [G.gpu_formula(k, 1024, 4)["global_reads"] for k in ("v1", "v1.5", "v2")]
+claim("P5: v1 2.15e9, v1.5 1.34e9, v2 5.37e8", [f"{v:.3g}" for v in p5] == ["2.15e+09", "1.34e+09", "5.37e+08"])
+
+# %% [markdown]
 # ## Further reading
 #
 # * K. Goto, R. van de Geijn, *Anatomy of High-Performance Matrix Multiplication*, ACM TOMS 34(3), 2008.
@@ -687,13 +903,17 @@ print(gm.order_table(n=1 << 22))
 #   already tiles internally.
 # - A warp issues a + b slots for a two-way branch as soon as each side has one lane, and
 #   c·max tᵢ for a loop; divergence is per warp, so branching along warp boundaries costs nothing.
-# - A warp's access costs one 128-byte transaction per segment touched: 1 for 32 consecutive
-#   floats, min(32, s) at stride s, ≈ 32 at random — counted on real Triton programs too (a naive
-#   transpose stores 32 per warp). Shared memory conflicts gcd(s, 32)-way; a `[32][33]` tile
-#   removes the 32-way column conflict. A tiled stencil loads n + 2r·cdiv(n, T) instead of n(2r+1).
-# - Registers, not local memory, are a thread's fastest storage (local memory lives in DRAM);
-#   many more blocks than fit at once is how a GPU hides memory latency; kernel launches are
-#   asynchronous and `.item()`-like calls synchronise.
+# - A warp's request moves the 32-byte sectors its lanes touch: 4 for 32 consecutive floats,
+#   min(32, 4s) at stride s, ≈ 32 at random (older GPUs counted 128-byte segments: 1, min(32, s)).
+#   Under the thread model of the interpreter's accesses a naive transpose stores 32 sectors per
+#   warp; compiled Triton coalesces both sides itself and stages the tile through shared memory.
+#   Shared memory conflicts gcd(s, 32)-way; a `[32][33]` tile removes the 32-way column conflict.
+#   A tiled stencil loads n + 2r·cdiv(n, T) instead of n(2r+1).
+# - Occupancy — resident warps per SM — follows from registers and shared memory per block; the
+#   warps in flight are what hide memory latency (Little's law). Many more blocks than fit at once
+#   cost only a partly idle last wave; too few leave SMs idle.
+# - Registers, not local memory, are a thread's fastest storage (local memory lives in DRAM,
+#   cached in L1/L2); kernel launches are asynchronous and `.item()`-like calls synchronise.
 #
 # **Exercises** (`exercises/lab03_matmul.py`): `cache_tiled`, `register_tiled` and `tiled` — each has
 # a "check your work" cell above. Grade all three with `python -m labkit.grade --lab 03` (or

@@ -27,6 +27,7 @@ import torch
 from IPython.display import HTML, display
 
 import labkit
+from labkit.claims import claim
 from labkit.grading.check import check_your_work
 from labkit.kernels import (add, attention, attention_reference, layernorm, layernorm_reference, matmul,
                             record, softmax)
@@ -61,8 +62,7 @@ show(add_kernel)
 #   addresses (element size is applied for us: `+1` means the next float, 4 bytes on).
 # - **Grid.** For `n` elements we launch `ceil(n / BLOCK)` programs.
 # - **Masks.** When `n` is not a multiple of `BLOCK`, the last program's block runs past the end;
-#   `mask = offs < n` switches those lanes off for the loads *and* the store. The number of idle
-#   lanes is `ceil(n/BLOCK)·BLOCK − n`.
+#   `mask = offs < n` switches those lanes off for the loads *and* the store.
 #
 # The **access recorder** (`labkit.kernels.record`) hooks the interpreter's load and store and
 # notes, for every program, which elements each lane touched, which lanes the mask switched off,
@@ -77,14 +77,19 @@ x, y = rnd(n), rnd(n, seed=1)
 with record() as rec:
     out = add(x, y, block_size=BLOCK)
 grid = -(-n // BLOCK)
-print("matches torch exactly:", torch.equal(out, x + y))
 print(f"grid = ceil({n}/{BLOCK}) = {grid} programs; recorded grid {rec.launches[0].grid}")
 print(f"idle lanes: formula {grid}*{BLOCK} - {n} = {grid * BLOCK - n}; recorded masked store lanes = "
       f"{rec.n_masked('store', 'out_ptr')}; out-of-bounds accesses: {len(rec.out_of_bounds)}")
 print(rec.summary())
+claim("the kernel matches torch exactly", torch.equal(out, x + y))
+claim("3 programs; the mask switches off ceil(n/BLOCK)·BLOCK − n = 11 lanes, nothing out of bounds",
+      rec.launches[0].grid[0] == grid == 3 and rec.n_masked("store", "out_ptr") == grid * BLOCK - n == 11
+      and not rec.out_of_bounds)
 print("program that wrote each element of out:", "".join(map(str, rec.owner("out_ptr"))))
 
 # %% [markdown]
+# The mask switches off the lanes of the last block past n: `ceil(n/BLOCK)·BLOCK − n` of them.
+#
 # Pointer arithmetic, concretely: program 2's lanes hold the addresses `x_ptr + offs`, i.e.
 # `x.data_ptr() + 4·offs` bytes for float32. The recorder maps each address back to an element:
 
@@ -92,6 +97,8 @@ print("program that wrote each element of out:", "".join(map(str, rec.owner("out
 a2 = rec.select("load", "x_ptr", pid=2)[0]
 print("program 2, active lanes -> elements", a2.offsets.tolist(), "-> byte offsets", (4 * a2.offsets).tolist())
 print("program 2, masked lanes -> would-be elements", a2.masked_offsets.tolist())
+claim("program 2 owns elements 32..47: 5 in range, 11 masked", a2.offsets.tolist() == list(range(32, 37))
+      and a2.masked_offsets.tolist() == list(range(37, 48)))
 
 # %% [markdown]
 # The picture: left, the output coloured by the program that wrote it (rows of 16 = one block);
@@ -141,7 +148,49 @@ with record() as bad:
 for a in bad.out_of_bounds:
     print(f"program {a.pid[0]} {a.kind}s {a.tensor} at element offsets "
           f"{a.oob_offsets.min()}..{a.oob_offsets.max()} (the tensor has {n})")
+claim("without the mask, program 2's two loads and its store each run 11 lanes past the end",
+      len(bad.out_of_bounds) == 3 and all(a.pid[0] == 2 and a.oob_offsets.size == 11 for a in bad.out_of_bounds))
 display(HTML(figure_to_html(V.kernel_frame(bad, 2, "out_ptr", ("x_ptr",), width=BLOCK))))
+
+# %% [markdown]
+# **Two common mistakes about blocks.**
+#
+# 1. **"Triton pads a block to the next power of two, so the edge takes care of itself."** It does
+#    not pad anything. A block's length must *be* a power of two (`tl.arange(0, 37)` is refused),
+#    and the lanes of the last block that fall past `n` are real lanes with real addresses: the
+#    recorder above caught them. Only the mask keeps them off memory.
+# 2. **"The offsets act as shared memory."** `offs` is a vector of integers — addresses — held in
+#    each thread's *registers*, a few per thread; nothing about it touches shared memory. Triton
+#    compiles for an NVIDIA GPU on any Linux machine (its wheel carries the CUDA back end), so we
+#    can ask what the compiled `add` kernel allocates:
+
+# %%
+@triton.jit
+def add_block_37(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+
+try:
+    with record():
+        add_block_37[(1,)](x, torch.empty_like(x), BLOCK=37)
+    refused = ""
+except Exception as e:                # the interpreter wraps the compiler's ValueError
+    refused = str(e)
+print("BLOCK = 37:", refused or "accepted")
+claim("a block of 37 lanes is refused, not padded", "power of 2" in refused)
+
+from labkit.gpu_model.compiled import compile_for_gpu
+
+k_add = compile_for_gpu(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                     "BLOCK": "constexpr"}, {"BLOCK": 1024})
+lay = k_add.accesses[0][1]
+print(f"add_kernel for {k_add.target}, BLOCK = 1024, {k_add.num_warps} warps: each thread holds "
+      f"{1024 // (32 * k_add.num_warps)} offsets, in {lay.size_per_thread[0]}-element vectors")
+print("PTX memory instructions:", k_add.ptx_ops)
+claim("the compiled add allocates no shared memory and never touches it",
+      k_add.shared_bytes == 0 and k_add.ptx_ops["ld.shared"] == k_add.ptx_ops["st.shared"] == 0,
+      f"{k_add.shared_bytes} bytes")
 
 # %% [markdown]
 # ### Exercise: `add_kernel`
@@ -189,6 +238,8 @@ print("unfused:", ", ".join(f"{op.split('.')[0]} {r}r/{w}w" for op, r, w in pass
       f"-> {passes['reads']} reads + {passes['writes']} writes = {passes['reads'] + passes['writes']} passes")
 fused = count_passes(lambda t: torch.softmax(t, 1), xc, numel=xc.numel())
 print(f"torch.softmax (one fused kernel): {fused['reads'] + fused['writes']} passes")
+claim("the op-by-op chain makes 8 full passes over memory, torch.softmax 2",
+      (passes["reads"] + passes["writes"], fused["reads"] + fused["writes"]) == (8, 2))
 
 # %% [markdown]
 # Both are far below any ridge point (I = 5/8 and 5/32 FLOP/byte), so fusion should be worth about
@@ -204,13 +255,11 @@ moved = 4 * (sum(a.offsets.size for a in rec_sm.accesses))
 print(f"fused softmax {M}x{N}: recorded bytes moved = {moved}; formula 2*M*N*4 = {2 * M * N * 4}")
 print(f"unfused formula 8*M*N*4 = {8 * M * N * 4}  -> expected memory-bound speedup {8 * M * N * 4 / moved:.1f}x")
 print(f"intensity fused = 5*M*N / bytes = {5 * M * N / moved:.3f} FLOP/byte; unfused = {5 / 32:.3f} FLOP/byte")
+claim("the recorder counts our fused kernel's bytes: exactly 2·M·N·4", moved == 2 * M * N * 4, f"{moved} bytes")
 
 # %% [markdown]
 # Measured on this machine (CPU, PyTorch's own kernels): the fused `torch.softmax` against the
-# op-by-op chain. Expect a clear speedup but not exactly 4×: a CPU is not purely memory-bound here
-# (the separate ops are not equally well vectorised or threaded, and caches keep part of a 16 MB
-# matrix between ops). On a GPU the memory-bound picture holds much better; the last section
-# measures our Triton kernel there.
+# op-by-op chain. **Predict first:** more or less than the byte ratio of 4×?
 
 # %% tags=["nbval-ignore-output"]
 from labkit.bench import median_time
@@ -220,6 +269,15 @@ torch.testing.assert_close(unfused(xb), torch.softmax(xb, 1))
 t_unf, t_fused = median_time(lambda: unfused(xb), repeat=5), median_time(lambda: torch.softmax(xb, 1), repeat=5)
 print(f"2048x2048 fp32 on CPU: unfused {t_unf * 1e3:.1f} ms, fused {t_fused * 1e3:.1f} ms")
 print(f"speedup {t_unf / t_fused:.1f}x (byte ratio 8/2 = 4x)")
+claim("fusion pays: the fused softmax is at least twice as fast", t_unf > 2 * t_fused, f"{t_unf / t_fused:.1f}x")
+
+# %% [markdown]
+# A clear speedup, but on a CPU the ratio is not the byte ratio, and it is often well *above* 4×:
+# each op of the chain allocates a fresh 16 MB result, and a fresh large buffer costs page faults
+# on first touch (Lab 01 measured the same for an element-wise chain); the ops are also not equally
+# well vectorised. A CPU core is not a purely memory-bound machine here. On a GPU, where the
+# caching allocator reuses memory, the memory-bound picture holds much better; the last section
+# measures our Triton kernel there.
 
 # %% [markdown]
 # ## 3. Fused softmax, for rows of any length
@@ -244,18 +302,20 @@ with record() as r1:
     y1 = softmax(x2, block_size=64)   # one block per row
 with record() as r2:
     y2 = softmax(x2, block_size=16)   # 4 blocks per row: online softmax
-print("one block : loads per element", np.unique(r1.counts("x_ptr", "load")).tolist(),
-      "| bytes", 4 * sum(a.offsets.size for a in r1.accesses), "= 2*M*N*4 =", 2 * 3 * 50 * 4)
-print("4 blocks  : loads per element", np.unique(r2.counts("x_ptr", "load")).tolist(),
-      "| bytes", 4 * sum(a.offsets.size for a in r2.accesses), "= 3*M*N*4 =", 3 * 3 * 50 * 4)
+b1_, b2_ = (4 * sum(a.offsets.size for a in r.accesses) for r in (r1, r2))
+print("one block : loads per element", np.unique(r1.counts("x_ptr", "load")).tolist(), "| bytes", b1_)
+print("4 blocks  : loads per element", np.unique(r2.counts("x_ptr", "load")).tolist(), "| bytes", b2_)
+claim("one block reads each element once (2·M·N·4 bytes); 4 blocks twice (3·M·N·4)",
+      np.unique(r1.counts("x_ptr", "load")).tolist() == [1] and np.unique(r2.counts("x_ptr", "load")).tolist() == [2]
+      and (b1_, b2_) == (2 * 3 * 50 * 4, 3 * 3 * 50 * 4), f"{b1_} and {b2_} bytes")
 # fp32, same operations as torch up to summation order: agreement to ~1e-6 relative
-print("paths agree:", torch.allclose(y1, y2, rtol=1e-6, atol=1e-7),
-      "| match torch.softmax:", torch.allclose(y2, torch.softmax(x2, 1), rtol=1e-6, atol=1e-7))
+claim("the two paths agree and match torch.softmax (rtol 1e-6: fp32, another summation order)",
+      torch.allclose(y1, y2, rtol=1e-6, atol=1e-7) and torch.allclose(y2, torch.softmax(x2, 1), rtol=1e-6, atol=1e-7))
 big = rnd(2, 30) * 1000                 # exp(1000) = inf in fp32; the max subtraction avoids it
 with record():                          # CPU tensors: through the interpreter, on a GPU box too
     y_big = softmax(big, block_size=16)
-print("huge inputs -> all finite:", bool(torch.isfinite(y_big).all()),
-      "| naive exp overflows:", bool(torch.isinf(big.exp()).any()))
+claim("huge inputs stay finite, where a naive exp overflows",
+      bool(torch.isfinite(y_big).all()) and bool(torch.isinf(big.exp()).any()))
 
 # %% [markdown]
 # Pass 1 step by step for row 0 (`online_softmax_trace` replays it in float64): whenever a block
@@ -270,9 +330,11 @@ trace = online_softmax_trace(row0, 16)
 for t_ in trace:
     print(f"block {t_['block']} cols {t_['cols']}: block max {t_['block_max']:7.3f} -> m {t_['m']:7.3f}, "
           f"old sum scaled by {t_['scale']:.4f}, s = {t_['s']:.4f}")
-print("final m == row max:", trace[-1]["m"] == float(row0.astype(np.float64).max()),
-      "| kernel output == exp(x - m)/s:",
-      np.allclose(y2[0].cpu().numpy(), np.exp(row0.astype(np.float64) - trace[-1]["m"]) / trace[-1]["s"], rtol=1e-6))
+claim("at the end m is the row max and the kernel wrote exp(x - m)/s",
+      trace[-1]["m"] == float(row0.astype(np.float64).max())
+      and np.allclose(y2[0].cpu().numpy(), np.exp(row0.astype(np.float64) - trace[-1]["m"]) / trace[-1]["s"], rtol=1e-6))
+claim("a block that raises the max scales the old sum by exp(m_old - m_new) < 1",
+      all((t_["scale"] < 1) == (t_["block_max"] > prev["m"]) for prev, t_ in zip(trace, trace[1:])))
 player(lambda i: V.online_softmax_frame(row0, trace, i), len(trace), description="block")
 
 # %% [markdown]
@@ -299,13 +361,6 @@ check_your_work("lab04_triton", "softmax_kernel", picture=lab.picture("softmax_k
 # accumulator (also for fp16/bf16 inputs), masking the edges so M, N, K can be anything.
 # `input_precision="ieee"` is set explicitly: for fp32 inputs a GPU would otherwise use TF32 and
 # disagree with the interpreter.
-#
-# **Traffic.** Each program reads `BLOCK_M·K` elements of A and `K·BLOCK_N` of B; nothing is
-# reused between programs (ignoring the **L2** cache: the on-chip cache that all of a GPU's
-# streaming multiprocessors share, between them and DRAM; more on it below). So A is read
-# `ceil(N/BN)` times and B `ceil(M/BM)` times:
-# for square n and b×b tiles, `2n³/b + n²` elements in all — Lab 03's register-tiling count
-# `n³/v2 + n³/v1 + n²`, with the Triton tile playing the register tile. Bigger tiles, less traffic.
 
 # %%
 from labkit.kernels.matmul import matmul_kernel
@@ -316,6 +371,7 @@ show(matmul_kernel)
 # **Predict first:** 64×64×64 with 16×16 tiles: how many elements do all programs load and store?
 
 # %%
+ok, moved_mm = [], {}
 for (Mm, Kk, Nn, bm, bn) in [(32, 32, 32, 16, 16), (64, 64, 64, 16, 16), (64, 64, 64, 32, 32), (37, 29, 45, 16, 32)]:
     a, b = rnd(Mm, Kk), rnd(Kk, Nn, seed=1)
     with record() as rm:
@@ -323,9 +379,22 @@ for (Mm, Kk, Nn, bm, bn) in [(32, 32, 32, 16, 16), (64, 64, 64, 16, 16), (64, 64
     got = sum(x_.offsets.size for x_ in rm.accesses)
     f = tiled_traffic_elements(Mm, Kk, Nn, bm, bn)
     sq = f"; 2n^3/b+n^2 = {2 * Mm**3 // bm + Mm**2}" if Mm == Kk == Nn and bm == bn else ""
-    ok = torch.allclose(c, a @ b, rtol=1e-5, atol=1e-5)   # fp32, differs from torch only in summation order
+    close = torch.allclose(c, a @ b, rtol=1e-5, atol=1e-5)   # fp32, differs from torch only in summation order
+    ok.append(close and got == f["total"] and not rm.out_of_bounds and (not sq or got == 2 * Mm**3 // bm + Mm**2))
+    moved_mm[Mm, bm] = got
     print(f"M,K,N={Mm},{Kk},{Nn} tiles {bm}x{bn}: recorded {got:6d} elements, formula {f['total']:6d}{sq}")
-    print(f"    matches torch: {ok}, out of bounds: {len(rm.out_of_bounds)}")
+    print(f"    matches torch: {close}, out of bounds: {len(rm.out_of_bounds)}")
+claim("recorded traffic equals the formula in all 4 cases, C matches torch, nothing out of bounds", all(ok))
+claim("bigger tiles, less traffic: 32x32 moves less than 16x16 at n = 64", moved_mm[64, 32] < moved_mm[64, 16],
+      f"{moved_mm[64, 32]} vs {moved_mm[64, 16]}")
+
+# %% [markdown]
+# **Traffic.** Each program reads `BLOCK_M·K` elements of A and `K·BLOCK_N` of B; nothing is
+# reused between programs (ignoring the **L2** cache: the on-chip cache that all of a GPU's
+# streaming multiprocessors share, between them and DRAM; more on it below). So A is read
+# `ceil(N/BN)` times and B `ceil(M/BM)` times: for square n and b×b tiles, `2n³/b + n²` elements in
+# all — Lab 03's register-tiling count `n³/v2 + n³/v1 + n²`, with the Triton tile playing the
+# register tile. Bigger tiles, less traffic.
 
 # %% [markdown]
 # **Grouped program order.** A GPU has far more programs to run than it can hold at once: it runs
@@ -338,10 +407,13 @@ for (Mm, Kk, Nn, bm, bn) in [(32, 32, 32, 16, 16), (64, 64, 64, 16, 16), (64, 64
 # (fewest when the wave covers a square-ish block of tiles):
 
 # %%
+strips = {}
 for g in (1, 2, 4, 8):
     wave = [program_tile(p, 8 * 16, 8 * 16, 16, 16, g) for p in range(8)]
-    strips = len({m for m, _ in wave}) + len({n_ for _, n_ in wave})
-    print(f"GROUP_M={g}: first wave computes tiles {wave[:4]}...; distinct strips loaded = {strips}")
+    strips[g] = len({m for m, _ in wave}) + len({n_ for _, n_ in wave})
+    print(f"GROUP_M={g}: first wave computes tiles {wave[:4]}...; distinct strips loaded = {strips[g]}")
+claim("the square-ish waves (GROUP_M = 2, 4) load fewest strips: 6, against 9 in a row or a column",
+      strips == {1: 9, 2: 6, 4: 6, 8: 9})
 
 # %% [markdown]
 # The visualiser for one program of a 40×24 = (40×18)·(18×24) matmul with 16×16 tiles: its C tile,
@@ -390,9 +462,9 @@ show(_tuned_kernel)
 from triton.runtime import Autotuner
 
 tuned = _tuned_kernel()
-print("matmul_kernel is an Autotuner:", isinstance(matmul_kernel, Autotuner), "(it runs with the options given)")
-print(f"_tuned_kernel() is an Autotuner: {isinstance(tuned, Autotuner)}, timing {len(tuned.configs)} configs "
-      f"per new {tuple(tuned.keys)}")
+claim("matmul_kernel times nothing; _tuned_kernel() times its configs per new (M, N, K)",
+      not isinstance(matmul_kernel, Autotuner) and isinstance(tuned, Autotuner) and tuple(tuned.keys) == ("M", "N", "K"),
+      f"{len(tuned.configs)} configs")
 
 # %% [markdown]
 # A claim you will often meet: *"Triton profiles your system automatically and picks the best
@@ -403,14 +475,17 @@ print(f"_tuned_kernel() is an Autotuner: {isinstance(tuned, Autotuner)}, timing 
 # same loads and stores — so only a GPU (`make bench` there) can show their effect:
 
 # %%
-lab.launch_options_table()
+opts = lab.launch_options_table()
+print(opts)
+claim("in the interpreter num_warps, num_stages change neither bits nor accesses",
+      all(opts.column("same C bits")) and all(opts.column("same accesses")), f"{len(opts.rows)} settings")
 
 # %% [markdown]
 # ## 5. Layer norm
 #
 # One program per row: pass 1 sums x for the mean, pass 2 sums `(x − mean)²` (masked lanes set to 0
-# first, or they would add `mean²` each), pass 3 writes `(x − mean)·rstd·w + b`. With a block shorter
-# than the row, x is read three times; the per-row `mean` and `rstd` are saved for a backward pass.
+# first, or they would add `mean²` each), pass 3 writes `(x − mean)·rstd·w + b`; the per-row `mean`
+# and `rstd` are saved for a backward pass.
 
 # %%
 from labkit.kernels.layernorm import layernorm_kernel
@@ -425,11 +500,14 @@ show(layernorm_kernel)
 xl, wl, bl = rnd(4, 50) * 2 + 1, rnd(50, seed=1), rnd(50, seed=2)
 with record() as rl:
     yl, mean, rstd = layernorm(xl, wl, bl, eps=1e-5, block_size=16, return_stats=True)
-print("matches F.layer_norm:", torch.allclose(yl, layernorm_reference(xl, wl, bl), rtol=1e-5, atol=1e-5),
-      "| x loads per element:", np.unique(rl.counts("x_ptr", "load")).tolist(),
-      "| saved mean matches x.mean:", torch.allclose(mean, xl.mean(1), rtol=1e-6, atol=1e-6))
+claim("matches F.layer_norm, loads each x three times, and saves the row means",
+      torch.allclose(yl, layernorm_reference(xl, wl, bl), rtol=1e-5, atol=1e-5)
+      and np.unique(rl.counts("x_ptr", "load")).tolist() == [3] and torch.allclose(mean, xl.mean(1), rtol=1e-6, atol=1e-6),
+      "rtol 1e-5")
 
 # %% [markdown]
+# With a block shorter than the row, each pass walks the row again: x is read three times.
+#
 # The backward pass (`layernorm_backward`, also wired into autograd as `LayerNormFunction`) uses
 # `dx = rstd·(g − mean(g) − x̂·mean(g·x̂))` with `g = dy·w`, `x̂ = (x − mean)·rstd`, and sums the
 # per-row `dy·x̂` and `dy` down the rows in a second kernel for `dw` and `db`. It agrees with autograd:
@@ -442,8 +520,8 @@ with record():                          # CPU tensors: through the interpreter, 
     LayerNormFunction.apply(xg_, wg_, bg_, 1e-5).sum().backward()
 xr_, wr_, br_ = (t.clone().requires_grad_() for t in (xl, wl, bl))
 torch.nn.functional.layer_norm(xr_, (50,), wr_, br_, 1e-5).sum().backward()
-print("dx, dw, db match autograd:", [torch.allclose(a_.grad, b_.grad, rtol=1e-5, atol=1e-5)
-                                     for a_, b_ in ((xg_, xr_), (wg_, wr_), (bg_, br_))])
+claim("dx, dw and db match autograd", all(torch.allclose(a_.grad, b_.grad, rtol=1e-5, atol=1e-5)
+                                          for a_, b_ in ((xg_, xr_), (wg_, wr_), (bg_, br_))), "rtol 1e-5")
 
 # %% [markdown]
 # ### Exercise: `layernorm_kernel`
@@ -459,12 +537,8 @@ check_your_work("lab04_triton", "layernorm_kernel", picture=lab.picture("layerno
 # `softmax(Q Kᵀ/√d) V` materialises an S×S score matrix if done op by op. The fused kernel keeps a
 # tile of Q rows on chip and streams K and V in blocks, keeping per row a running max `m`, a running
 # denominator `l` and an output accumulator — the online softmax of section 3, with `exp(m − m')`
-# rescaling the accumulator as well. Memory: no S×S matrix at all. Traffic per (batch, head): Q read
-# and O written once, K and V read once per Q tile: `2·S·D + 2·S·D·ceil(S/BLOCK_M)` elements; with
-# causal masking, Q tile `i` only needs keys up to the end of its own rows. Op by op, the S×S scores
-# are written and read back, and so are the S×S probabilities: `4·S² + 4·S·D` elements. The fused
-# kernel's traffic grows like `2·S²·D/BLOCK_M`, so it wins once `BLOCK_M > D/2`, and always wins on
-# memory footprint (O(S·D) instead of O(S²)). The kernel:
+# rescaling the accumulator as well. Memory: no S×S matrix at all; with causal masking, Q tile `i`
+# only needs keys up to the end of its own rows. The kernel:
 
 # %%
 from labkit.kernels.attention import attention_kernel
@@ -490,8 +564,20 @@ for causal in (False, True):
           f"K+V elements loaded {kv} (formula {want})")
     print(f"    all traffic {total} (formula {want + 2 * B * H * S * D}); "
           f"op by op: {B * H * (4 * S * S + 4 * S * D)}")
+    claim(f"causal={causal}: matches SDPA; K+V loads and all traffic equal the formulas, below op by op",
+          torch.allclose(o, sdpa, rtol=1e-5, atol=1e-5) and kv == want and total == want + 2 * B * H * S * D
+          < B * H * (4 * S * S + 4 * S * D))
+keys = {i: ra.elements("load", "k_ptr", pid=(i, 0)) // D for i in range(tiles)}
+claim("causal: Q tile 0 loads only keys 0-15, tile 2 loads all 40",
+      (keys[0].min(), keys[0].max(), keys[2].min(), keys[2].max()) == (0, 15, 0, S - 1))
 
 # %% [markdown]
+# Traffic per (batch, head): Q read and O written once, K and V read once per Q tile:
+# `2·S·D + 2·S·D·ceil(S/BLOCK_M)` elements. Op by op, the S×S scores are written and read back, and
+# so are the S×S probabilities: `4·S² + 4·S·D` elements. The fused kernel's traffic grows like
+# `2·S²·D/BLOCK_M`, so it wins once `BLOCK_M > D/2`, and always wins on memory footprint (O(S·D)
+# instead of O(S²)).
+#
 # The last (causal) run, drawn: grid axis 0 is the Q tile, axis 1 the (batch, head); rows of the
 # pictures are the B·H·S positions, columns the head dimension. Q tile 0 loads only keys 0–15,
 # tile 2 loads them all.
@@ -571,7 +657,16 @@ else:
 # raise it: factor exp(5 − 5) = **1**. At the end `m` = **5**, the row's maximum.
 #
 # </details>
-#
+
+# %%
+# Two of the answers above, computed with the lab's own functions.
+claim("P3: 1.09e9 elements with 128x128 tiles, 2.16e9 with 64x64",
+      [f"{tiled_traffic_elements(4096, 4096, 4096, b, b)['total']:.3g}" for b in (128, 64)] == ["1.09e+09", "2.16e+09"])
+t5 = online_softmax_trace(np.array([1.0, 0.0, 5.0, 0.0, 3.0, 0.0]), 2)
+claim("P5: s is scaled by e^-4 = 0.018, then by 1; m ends at 5",
+      [round(t_["scale"], 3) for t_ in t5[1:]] == [0.018, 1.0] and t5[-1]["m"] == 5.0)
+
+# %% [markdown]
 # ## Further reading
 #
 # * P. Tillet, H. T. Kung, D. Cox, *Triton: an intermediate language and compiler for tiled neural

@@ -15,7 +15,8 @@
 #    make a transformer layer cost exactly 2 all-reduces forward and 2 backward;
 # 3. compute a cross-entropy over a vocabulary split across ranks without ever building the
 #    full logits;
-# 4. measure what sequence parallelism saves (activations) and what it costs (nothing extra);
+# 4. measure what sequence parallelism saves (activations) and what it costs: the same bytes in
+#    the layers, plus one small all-reduce of the replicated parameters' gradients;
 # 5. route tokens to experts on other ranks with an all-to-all, and count what the capacity
 #    factor drops.
 #
@@ -28,6 +29,7 @@
 import torch
 
 import labkit
+from labkit.claims import claim
 from labkit.grading.check import check_your_work
 from labkit.show import show
 from labkit.tensor_parallel import ColumnParallelLinear, RowParallelLinear, lab
@@ -94,6 +96,30 @@ check_your_work("lab07_tensor_parallel", "row_parallel_linear", picture=lab.pict
 V.tp_widget("mlp", t=2)
 
 # %% [markdown]
+# Why not the other way round, row-parallel first? Then rank i multiplies its slice of the input
+# features Xᵢ by its rows Aᵢ of the weight, and holds only a *partial sum*: X·A = Σᵢ XᵢAᵢ. GELU is
+# not linear, so it cannot be applied to the pieces: GELU(Σᵢ XᵢAᵢ) ≠ Σᵢ GELU(XᵢAᵢ). The partial sums
+# would have to be all-reduced before the GELU — a communication Megatron's order never needs,
+# because a column split keeps whole output features on each rank and GELU of a slice is the slice
+# of GELU.
+#
+# **Predict first:** for 2 ranks, how far apart are GELU of the full sum and the sum of GELUs?
+
+# %%
+g = torch.Generator().manual_seed(0)
+X, A = torch.randn(4, 8, generator=g, dtype=torch.float64), torch.randn(8, 6, generator=g, dtype=torch.float64)
+gelu = torch.nn.functional.gelu
+full = gelu(X @ A)
+rows_first = sum(gelu(X[:, k:k + 4] @ A[k:k + 4]) for k in (0, 4))          # each rank: its input features
+cols_first = torch.cat([gelu(X @ A[:, k:k + 3]) for k in (0, 3)], dim=1)    # each rank: its output features
+print(f"max |GELU(sum) - sum of GELUs| = {(full - rows_first).abs().max():.3f}; "
+      f"column split: {(full - cols_first).abs().max():.1e}")
+claim("row-first needs the sums before GELU: GELU(sum) is not the sum of GELUs",
+      (full - rows_first).abs().max() > 0.1, f"max difference {(full - rows_first).abs().max():.3f}")
+claim("column-first applies GELU to whole output features: the unsplit GELU, to rounding",
+      torch.allclose(full, cols_first, rtol=0, atol=1e-12), f"{(full - cols_first).abs().max():.1e}")
+
+# %% [markdown]
 # **A common mistake** says that splitting by rows (which ends in an all-reduce) and by columns
 # (which ends in an all-gather) "move the same volume". In a ring, an all-reduce sends
 # 2(p−1)/p·S bytes per rank and an all-gather (p−1)/p·S — half. What matters is the *pairing*:
@@ -103,7 +129,15 @@ V.tp_widget("mlp", t=2)
 # **Predict first:** on 2 ranks, how many times more bytes does "gather in between" send?
 
 # %%
-print(lab.pairing_table(worlds=(2, 4)))
+pt = lab.pairing_table(worlds=(2, 4))
+print(pt)
+sent = {(r[0], r[1].split()[0]): r[2] for r in pt.rows}
+claim("gathering in between sends three times Megatron's bytes, on 2 and on 4 ranks",
+      all(sent[t, "gather"] == 3 * sent[t, "column→row"] for t in (2, 4)), f"{sent[2, 'gather']} vs {sent[2, 'column→row']}")
+from labkit.collectives import alpha_beta
+
+claim("per rank a ring all-reduce sends twice what an all-gather of the same tensor sends",
+      alpha_beta.coefficients("ring_all_reduce", 4, 1.0)[1] == 2 * alpha_beta.coefficients("ring_all_gather", 4, 1.0)[1])
 
 # %% [markdown]
 # Three times: 2 all-reduces of S (4S·(p−1)/p) plus 2 all-gathers of 4S (8S·(p−1)/p).
@@ -129,7 +163,12 @@ V.tp_widget("attention", t=2)
 # backward?
 
 # %%
-print(lab.model_table(worlds=(1, 2, 4)))
+mt = lab.model_table(worlds=(1, 2, 4))
+print(mt)
+claim("the split model's loss equals the unsplit one to rounding on 1, 2 and 4 ranks",
+      max(mt.column("|loss - unsplit|")) < 1e-12, f"{max(mt.column('|loss - unsplit|')):.1e}")
+claim("with 2 layers: 2L + 1 = 5 all-reduces of b·s·h forward and 5 backward, 3 small ones",
+      all((r[2], r[3], r[4]) == (5, 5, 3) for r in mt.rows if r[0] > 1))
 
 # %% [markdown]
 # The losses agree to rounding, and `tests/test_tensor_parallel.py` checks every parameter's
@@ -166,14 +205,20 @@ check_your_work("lab07_tensor_parallel", "vocab_parallel_cross_entropy",
 # backward? How many more bytes are sent?
 
 # %%
-print(lab.model_table(worlds=(2, 4), sequence_parallel=True))
-print(lab.sp_table(worlds=(2, 4)))
+mts = lab.model_table(worlds=(2, 4), sequence_parallel=True)
+spt = lab.sp_table(worlds=(2, 4))
+print(mts)
+print(spt)
+claim("sequence parallelism: the same loss, an all-gather and a reduce-scatter where TP had an all-reduce",
+      max(mts.column("|loss - unsplit|")) < 1e-12 and all((r[2], r[3]) == (10, 10) for r in mts.rows))
+claim("the same bytes as plain TP, and the LayerNorms keep 1/t of their activations",
+      spt.column("TP bytes") == spt.column("SP bytes") and spt.column("ratio") == [2.0, 4.0])
 
 # %% [markdown]
-# The same bytes, and the LayerNorms' saved activations divided by t — measured by counting every
-# tensor autograd saves while a LayerNorm runs. (The replicated parameters now see only their
-# rank's positions, so their gradients are summed once after backward; that small all-reduce is
-# the one cost SP adds.)
+# The same bytes in the layers, and the LayerNorms' saved activations divided by t — measured by
+# counting every tensor autograd saves while a LayerNorm runs. The replicated parameters (the
+# LayerNorms' weights and biases) now see only their rank's positions, so their gradients are summed
+# once after backward: that small all-reduce, left out of the table's bytes, is the one cost SP adds.
 #
 # ## 6. Expert parallelism: tokens travel to their experts
 #
@@ -187,7 +232,13 @@ print(lab.sp_table(worlds=(2, 4)))
 # **Predict first:** with capacity factor 1.0, will any token choices be dropped?
 
 # %%
-print(lab.moe_table(factors=(0.5, 1.0, 1.25, 2.0)))
+moe = lab.moe_table(factors=(0.5, 1.0, 1.25, 2.0))
+print(moe)
+drop, a2a = moe.column("dropped"), moe.column("a2a bytes")
+claim("even at capacity factor 1.0 choices are dropped; larger factors drop fewer",
+      drop[1] > 0 and all(a >= b for a, b in zip(drop, drop[1:])), f"dropped {drop}")
+claim("all-to-all bytes equal the formula and grow with the factor; the layer equals one process",
+      a2a == moe.column("formula") and a2a == sorted(a2a) and all(moe.column("= 1 process")))
 
 # %% [markdown]
 # Even at factor 1.0 some choices are dropped: the router does not spread tokens evenly. A larger
@@ -240,14 +291,13 @@ print(lab.moe_table(factors=(0.5, 1.0, 1.25, 2.0)))
 # </details>
 
 # %%
-# The answers above, computed (the tests check the same numbers).
-import math
-
+# Two of the answers above, computed with labkit.
 from labkit.tensor_parallel.experts import MoEConfig
 
 S = 4096 * 8192 * 2
-print(4 * 2 * 7 / 8 * S / 2**20, (1024, 4096 // 4), 2 * 1024, 16384 * 51200 * 4 / 1e9)
-print(MoEConfig(hidden=8, experts=8, top_k=2, capacity_factor=1.25).capacity(64), math.ceil(1.25 * 2 * 64 / 8))
+claim("P1: 4 all-reduces of 64 MiB send 448 MiB per GPU",
+      4 * alpha_beta.coefficients("ring_all_reduce", 8, S)[1] / 2**20 == 448)
+claim("P4: 20 slots per expert", MoEConfig(hidden=8, experts=8, top_k=2, capacity_factor=1.25).capacity(64) == 20)
 
 # %% [markdown]
 # ## Further reading

@@ -1,0 +1,125 @@
+"""Occupancy: how many warps an SM keeps resident, from what one block asks for.
+
+An SM runs a block only when it has room for all of it at once: its warps (a warp slot each),
+its registers (registers per thread × 32, rounded up to 256 per warp, each warp's share taken
+from one of the SM's 4 scheduler partitions) and its shared memory (rounded up to 128 bytes,
+plus 1 KiB the runtime reserves per block; the largest shared-memory carveout assumed). The scarcest of the three, and the
+cap on blocks per SM, decide how many blocks are resident; their warps are what the scheduler
+picks from each cycle, so they are what hides memory latency (Little's law: bytes in flight =
+bandwidth × latency).
+
+    occupancy(threads_per_block, regs_per_thread, smem_per_block, sm=H100)   -> Occupancy
+    waves(blocks, blocks_per_sm, sms)                                          -> Waves
+    bytes_in_flight(bandwidth, latency)                                        -> bytes (Little's law)
+
+The limits are the published ones of each compute capability (CUDA C++ Programming Guide,
+"Features and Technical Specifications"; the occupancy calculator's allocation rules). This is
+the calculation of `cudaOccupancyMaxActiveBlocksPerMultiprocessor`, without a GPU.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from labkit.checks import check_int, check_real
+
+__all__ = ["SMLimits", "H100", "A100", "Occupancy", "occupancy", "Waves", "waves", "bytes_in_flight"]
+
+
+@dataclass(frozen=True)
+class SMLimits:
+    """One streaming multiprocessor's limits: warps, blocks, 32-bit registers and shared memory
+    (bytes) per SM; shared memory one block may use; registers one thread may use; the
+    register allocation unit (registers, per warp) and the shared memory reserved per block."""
+
+    name: str
+    max_warps: int
+    max_blocks: int
+    registers: int
+    smem_bytes: int
+    smem_per_block: int
+    max_regs_per_thread: int = 255
+    reg_alloc_unit: int = 256
+    reg_partitions: int = 4
+    smem_alloc_unit: int = 128
+    smem_reserved_per_block: int = 1024
+    sms: int = 1
+
+
+H100 = SMLimits("H100 SXM (sm_90)", max_warps=64, max_blocks=32, registers=65536, smem_bytes=228 * 1024,
+                smem_per_block=227 * 1024, sms=132)
+A100 = SMLimits("A100 (sm_80)", max_warps=64, max_blocks=32, registers=65536, smem_bytes=164 * 1024,
+                smem_per_block=163 * 1024, sms=108)
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """``blocks_by``: the blocks per SM each resource allows ("warps", "regs", "smem" (shared memory),
+    "blocks"); ``blocks`` the smallest of them; ``warps`` = blocks · warps_per_block;
+    ``fraction`` = warps / the SM's warp slots; ``limiter``: the resource(s) that set ``blocks``."""
+
+    warps_per_block: int
+    blocks_by: dict
+    blocks: int
+    warps: int
+    fraction: float
+    limiter: str
+
+
+def occupancy(threads_per_block: int, regs_per_thread: int, smem_per_block: int = 0,
+              sm: SMLimits = H100) -> Occupancy:
+    """Resident blocks and warps per SM for a kernel whose blocks have ``threads_per_block``
+    threads, each using ``regs_per_thread`` registers, and ``smem_per_block`` bytes of shared
+    memory (the allocation rules are in the module docstring). A block that cannot fit at all
+    raises ValueError."""
+    fn = "occupancy"
+    threads = check_int(fn, "threads_per_block", threads_per_block, minimum=1, maximum=1024)
+    regs = check_int(fn, "regs_per_thread", regs_per_thread, minimum=1,
+                     maximum=sm.max_regs_per_thread)
+    smem = check_int(fn, "smem_per_block", smem_per_block, minimum=0)
+    if smem > sm.smem_per_block:
+        raise ValueError(f"{fn}: a block may use at most {sm.smem_per_block} bytes of shared "
+                         f"memory on {sm.name}, got {smem}")
+    wpb = math.ceil(threads / 32)
+    regs_per_warp = math.ceil(regs * 32 / sm.reg_alloc_unit) * sm.reg_alloc_unit
+    warps_by_regs = sm.reg_partitions * ((sm.registers // sm.reg_partitions) // regs_per_warp)
+    smem_block = (math.ceil(smem / sm.smem_alloc_unit) * sm.smem_alloc_unit
+                  + sm.smem_reserved_per_block)
+    by = {"warps": sm.max_warps // wpb,
+          "regs": warps_by_regs // wpb,
+          "smem": sm.smem_bytes // smem_block,
+          "blocks": sm.max_blocks}
+    blocks = min(by.values())
+    if blocks == 0:
+        raise ValueError(f"{fn}: one block of {threads} threads x {regs} registers does not fit in "
+                         f"{sm.registers} registers")
+    warps = blocks * wpb
+    limiter = "+".join(k for k, v in by.items() if v == blocks)
+    return Occupancy(wpb, by, blocks, warps, warps / sm.max_warps, limiter)
+
+
+@dataclass(frozen=True)
+class Waves:
+    """A grid of ``blocks`` on ``sms`` SMs holding ``blocks_per_sm`` each: ``waves`` =
+    ceil(blocks / slots) rounds of ``slots`` = sms · blocks_per_sm; ``busy`` = blocks / (waves ·
+    slots), the share of block slots doing work over the run when all blocks take equally long."""
+
+    slots: int
+    waves: int
+    busy: float
+
+
+def waves(blocks: int, blocks_per_sm: int, sms: int = H100.sms) -> Waves:
+    """How many rounds a grid takes and how busy its slots are (the partly idle last wave)."""
+    blocks = check_int("waves", "blocks", blocks, minimum=1)
+    slots = check_int("waves", "sms", sms, minimum=1) * check_int("waves", "blocks_per_sm", blocks_per_sm,
+                                                                  minimum=1)
+    n = math.ceil(blocks / slots)
+    return Waves(slots, n, blocks / (n * slots))
+
+
+def bytes_in_flight(bandwidth: float, latency: float) -> float:
+    """Little's law: bytes that must be on their way at every moment to sustain ``bandwidth``
+    (bytes/s) when each request takes ``latency`` seconds."""
+    return check_real("bytes_in_flight", "bandwidth", bandwidth, positive=True) * \
+        check_real("bytes_in_flight", "latency", latency, positive=True)
