@@ -157,15 +157,15 @@ def _comm_alone(sizes, repeat):
 def _burst_alone(sizes, repeat):
     """Median seconds of all-reducing one buffer per size (bytes), issued at once asynchronously in
     the given order and then waited for: the naive variant's pattern, without the model."""
-    bufs = [torch.zeros(n // 4) for n in sizes]
+    bufs = [torch.zeros(n // 4, device=device()) for n in sizes]
     samples = []
     for _ in range(repeat + 1):
         dist.barrier()
-        t0 = time.perf_counter()
+        t0 = now()
         works = [dist.all_reduce(b, async_op=True) for b in bufs]
         for w in works:
             w.wait()
-        samples.append(time.perf_counter() - t0)
+        samples.append(now() - t0)
     return statistics.median(samples[1:])
 
 
