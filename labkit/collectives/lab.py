@@ -342,6 +342,7 @@ def _failing_rank(rank, n, dead, failure, algorithm, log):
     """Two all-reduces of 4 KiB; between them rank ``dead`` hangs (stops answering, as a frozen or
     unreachable node does) or crashes (its process exits). Ranks log "done k" per all-reduce."""
     import os
+    import time
 
     x = torch.ones(1024)
     for k in range(2):
@@ -381,13 +382,13 @@ def failure_run(failure: str, algorithm: str = "ring", n: int = 4, dead: int = 2
                          f"got {failure!r}, {algorithm!r}")
     with tempfile.TemporaryDirectory(prefix="labkit-failure-") as tmp:
         log = os.path.join(tmp, "log")
-        t0 = time.perf_counter()
+        t0 = now()
         try:
             launch(_failing_rank, n, dead, failure, algorithm, log, backend="gloo", timeout=timeout, quiet=True)
             ended, message = "returned", ""
         except (TimeoutError, RankError) as e:
             ended, message = type(e).__name__, str(e).splitlines()[0]
-        seconds = time.perf_counter() - t0
+        seconds = now() - t0
         lines = open(log).read().split("\n") if os.path.exists(log) else []
     done = tuple(tuple(sorted(int(w[0]) for w in (ln.split() for ln in lines) if w[1:] == ["done", str(k)]))
                  for k in range(2))
