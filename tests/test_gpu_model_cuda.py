@@ -310,3 +310,24 @@ def test_players_build():
     assert w.children[0].children[1].max == 16 * 6 + 1 > PRECOMPUTE_MAX
     w = L.waves_player(40, 8, 2)
     assert w.children[0].children[1].max == 3
+
+
+def test_cuda_vs_triton_same_traffic_formula_both_exact():
+    t = L.cuda_vs_triton(21, 18, 35)
+    col = {r[0]: r[1:] for r in t.rows}
+    assert col["C == A @ B"] == [True, True]
+    assert col["global loads of A and B, counted"] == col["M*K*cdiv(N,T) + K*N*cdiv(M,T)"] == \
+        [sum(L.matmul_loads(21, 18, 35, 8)), sum(L.matmul_loads(21, 18, 35, 16))]
+    assert col["barriers in the source"] == [2, 0] and col["shared arrays in the source"] == [2, 0]
+    assert col["launched"][1] == f"{K.cdiv(21, 16) * K.cdiv(35, 16)} programs"
+    assert all(len(line) <= 100 for line in str(t).splitlines())
+
+
+def test_pictures_run_the_learners_function():
+    import solutions.lab03_matmul as S
+
+    for ex in ("tiled_matmul", "block_sum", "blocks_per_sm"):
+        L.picture(ex)(getattr(S, ex))
+    with pytest.raises(NotImplementedError):
+        import exercises.lab03_matmul as E
+        L.picture("tiled_matmul")(E.tiled_matmul)

@@ -27,7 +27,7 @@ from labkit.gpu_model.cpu_simd import access_order, simd_vs_gather
 from labkit.gpu_model.cuda_sim import (BarrierDivergence, KernelError, LaunchRun, OutOfBounds, RaceError, cuda,
                                        launch)
 from labkit.gpu_model.host_device import NeedsCuda, find_implicit_syncs, h2d_bandwidth, launch_vs_completion
-from labkit.gpu_model.occupancy import SM, Occupancy, occupancy, schedule, waves
+from labkit.gpu_model.occupancy import SM, Occupancy, schedule, waves
 from labkit.gpu_model.stencil import stencil1d_formula, stencil1d_tiled, stencil2d_formula, stencil2d_tiled
 from labkit.gpu_model.warps import If, Loop, Op, WarpRun, branch_formula, loop_formula, simulate_warp
 
@@ -37,4 +37,4 @@ __all__ = ["Op", "If", "Loop", "WarpRun", "simulate_warp", "branch_formula", "lo
            "stencil1d_tiled", "stencil1d_formula", "stencil2d_tiled", "stencil2d_formula",
            "NeedsCuda", "launch_vs_completion", "find_implicit_syncs", "h2d_bandwidth",
            "simd_vs_gather", "access_order", "cuda", "launch", "LaunchRun", "KernelError", "RaceError",
-           "BarrierDivergence", "OutOfBounds", "SM", "Occupancy", "occupancy", "waves", "schedule"]
+           "BarrierDivergence", "OutOfBounds", "SM", "Occupancy", "waves", "schedule"]

@@ -7,7 +7,8 @@
   simulators run the same source and must agree exactly.
 - `gpu_run()` compiles the three kernels with ``numba.cuda.jit`` on a CUDA GPU, checks them against
   torch, times them (`labkit.bench.median_time`), and measures the waves of a busy kernel: time
-  against the number of blocks steps up by one block-duration every S · (blocks per SM) blocks.
+  against the number of blocks steps up by one block-duration every S · (blocks per SM) blocks (its
+  blocks sleep for a fixed time, ``cuda.nanosleep``, so co-resident blocks do not slow each other).
   Without a GPU, or when numba cannot compile for it (libNVVM missing: install
   ``numba-cuda[cu12]`` or ``[cu13]`` to match the driver), it returns a one-line `NeedsCuda`.
 """
@@ -85,17 +86,18 @@ def _gpu_kernels(cuda):
     from labkit.gpu_model.cuda_sim import with_cuda
 
     def busy(out, iters):
+        # a fixed wall time per block whatever else shares its SM (sleeping, not competing for issue
+        # slots), so a launch takes (number of waves) x (one block's time): a clean staircase
         i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        v = 1.0 + i * 1e-9
         for _ in range(iters):
-            v = v * 0.9999999 + 1e-7
-        out[i] = v
+            cuda.nanosleep(1000)
+        out[i] = i
 
     jit = lambda f: cuda.jit(with_cuda(f, cuda))  # noqa: E731
     return {k: jit(getattr(K, k)) for k in ("vector_add", "matmul_tiled", "block_sum")}, cuda.jit(busy)
 
 
-def gpu_run(n: int = 1 << 24, mm: int = 1024, threads: int = 256, iters: int = 20000) -> GpuRun | NeedsCuda:
+def gpu_run(n: int = 1 << 24, mm: int = 1024, threads: int = 256, iters: int = 100) -> GpuRun | NeedsCuda:
     """Compile and run the kernels on the GPU (module docstring). A `NeedsCuda` where that is impossible."""
     what = "numba.cuda.jit kernels vs torch, and the waves of a launch"
     try:
@@ -148,7 +150,8 @@ def _measure(torch, cuda, kernels, busy, n, mm, threads, iters) -> GpuRun:   # p
     busy_out = torch.empty(threads * sm.sms * 64, device=dev)
     busy[sm.sms, threads](ca(busy_out), 10)
     torch.cuda.synchronize()
-    regs = max(busy.get_regs_usage().values()) if isinstance(busy.get_regs_usage(), dict) else busy.get_regs_usage()
+    regs = busy.get_regs_per_thread()
+    regs = max(regs.values()) if isinstance(regs, dict) else regs
     per_sm = occupancy(threads, int(regs), 0, sm).blocks
     wave = sm.sms * per_sm
     points = []
