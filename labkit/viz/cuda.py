@@ -3,7 +3,8 @@
 `block_step_html(trace, threads, step, title)` draws a traced block (`labkit.gpu_model.cuda_sim`
 ``LaunchRun.trace``) after ``step`` steps: one cell per thread, coloured by the phase it has reached
 (the barriers it has passed), the thread that just ran outlined, finished threads grey; below, the
-block's shared arrays after that step (values printed, NaN = never written).
+block's shared arrays after that step (values printed, NaN = never written; at most one value per
+thread of the block).
 
 `waves_html(schedule, wave, title)` draws a `labkit.gpu_model.occupancy.Schedule` at wave ``wave``:
 one column per SM, one row per resident-block slot; blocks of earlier waves are done (grey), this
@@ -57,7 +58,9 @@ def block_step_html(trace, threads: int, step: int, title: str = "", columns: in
     y = top + rows * cell + 16
     for name, arr in shared.items():
         vals = np.asarray(arr).ravel()
-        parts.append(_text(0, y, f"shared {name}:", 10))
+        note = f" (first {threads} of {vals.size})" if vals.size > threads else ""
+        vals = vals[:threads]                       # a 1-D array sized for the largest block: this block's part
+        parts.append(_text(0, y, f"shared {name}{note}:", 10))
         y += 6
         for k, v in enumerate(vals):
             r, c = divmod(k, columns)
