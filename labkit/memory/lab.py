@@ -7,6 +7,7 @@
     picture(exercise)                    a learner's function next to the lab's measurement
     chain_table, kv_table, cnn_rnn_table inference memory (section 12): measured next to closed forms
     lifetime_player(widths, batch)       which activations of a chain are alive, forward-only vs training
+    wall_table(), wall_player()          the memory wall: published models' states vs the largest device
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
@@ -379,3 +380,29 @@ def kv_picture(fn):
     table = Table(["case", "yours", "measured / closed form", "equal"], rows)
     print(table)
     return table
+
+
+def wall_table(models=None) -> Table:
+    """The memory wall (`labkit.memory.wall`): each published model's parameters, its model states
+    at 16 bytes per parameter, the largest device of its year and how many of them the states fill."""
+    from labkit.memory.wall import MODELS, wall_rows
+
+    rows = wall_rows(MODELS if models is None else models)
+    return Table(["year", "model", "params (B)", "states (GB)", "largest device", "GB", "devices"],
+                 [(r.model.year, r.model.name, r.model.params / 1e9, r.state_bytes / GB, r.device.name,
+                   r.device.gb, r.devices) for r in rows],
+                 formats={"params (B)": ",.2f", "states (GB)": ",.0f", "GB": "g"})
+
+
+def wall_player():
+    """Play + slider over the years: the models published so far against the largest device memory."""
+    from labkit.memory.wall import DEVICES, largest_device, wall_rows
+    from labkit.viz.memory import wall_figure
+    from labkit.viz.player import player
+
+    rows = wall_rows()
+    first, last = min(d.year for d in DEVICES), max(r.model.year for r in rows)
+    envelope = [(y, largest_device(y).gb) for y in range(first, last + 1)]
+    years = list(range(min(r.model.year for r in rows), last + 1))
+    return player(lambda i: wall_figure(rows, envelope, years[i]), len(years), description="year",
+                  interval_ms=900)

@@ -10,7 +10,8 @@
 #
 # **You will be able to**
 # 1. say how many bytes per parameter Adam training needs, in fp32 and in mixed precision, and why
-#    a 70-billion-parameter model needs over a terabyte before its first activation;
+#    a 70-billion-parameter model needs over a terabyte before its first activation — and why
+#    models outgrew one device (the memory wall);
 # 2. count the activations a transformer block keeps for backward, and read a memory timeline of
 #    forward, backward and the optimizer step;
 # 3. write activation checkpointing yourself and predict its memory for any segment length, with
@@ -101,6 +102,78 @@ claim("through an fp32 master they add up and reach the bf16 copy", lost.with_ma
 # significant bits (7 stored), so just below 1.0 its numbers are 2⁻⁸ ≈ 0.0039 apart, and a step
 # smaller than half of that, 0.002, rounds back to 1.0. With an fp32 master, the updates add up
 # there and reach the bf16 copy.
+#
+# ### 1.1 The memory wall: why models outgrew one device
+#
+# Sixteen bytes per parameter is a fixed price; what changed is the number of parameters. Put each
+# well-known model next to the largest accelerator memory on sale in its year and count how many
+# such devices its model states fill, before any activation. For the GPT-shaped models we do not
+# copy the paper's rounded count: we build each one from its published shape on PyTorch's `meta`
+# device — tensors with shapes but no storage, so even 530 billion parameters cost nothing — and
+# count. BERT, PaLM and Llama have other layer shapes; for them we take the count their papers state.
+#
+# **Predict first:** BERT-Large's training state (2018) fit on one 32 GB V100. How many 80 GB
+# devices — the largest of 2021 — does Megatron-Turing NLG's take, three years later?
+
+# %%
+from labkit.memory import wall
+from labkit.model import GPT
+
+gaps = {}
+for m in wall.MODELS:
+    if m.config is not None:
+        with torch.device("meta"):                 # shapes only: no memory is allocated
+            built = sum(p.numel() for p in GPT(m.config).parameters())
+        gaps[m.name] = (built, m.params, abs(built - m.stated) / m.stated)
+        print(f"{m.name:20s} built {built / 1e9:8.3f} B   paper {m.stated / 1e9:6.3f} B")
+claim("each model built on the meta device has exactly labkit's closed-form parameter count",
+      all(b == p for b, p, _ in gaps.values()), f"{len(gaps)} models")
+claim_between("and each is within 1.5% of the count its paper states", max(g for *_, g in gaps.values()),
+              0, 0.015)
+
+# %%
+wall_rows = wall.wall_rows()
+print(lab.wall_table())
+by_name = {r.model.name: r for r in wall_rows}
+claim("BERT-Large's states fit on one device in 2018", by_name["BERT-Large"].devices == 1,
+      f"{by_name['BERT-Large'].state_bytes / 1e9:.1f} GB on a 32 GB V100")
+claim_close("Megatron-Turing NLG's fill 106 of 2021's largest devices",
+            by_name["Megatron-Turing NLG"].devices, 106)
+claim_close("GPT-3's states alone are 2.8 TB", by_name["GPT-3"].state_bytes / 1e12, 2.8, abs_=0.05, unit=" TB")
+
+# %% [markdown]
+# From one device to 106 in three years. Each state byte is the formula of section 1, 16·Ψ; the
+# parameter counts are measured. How fast did each side grow? A straight line through log(value)
+# against the year gives a factor per year:
+
+# %%
+model_growth = wall.growth_per_year([(r.model.year, r.model.params) for r in wall_rows if r.model.year <= 2021])
+memory_growth = wall.growth_per_year([(d.year, d.gb) for d in wall.DEVICES])
+print(f"model parameters 2018-2021: x{model_growth:.1f} a year")
+print(f"largest device memory 2016-2024: x{memory_growth:.2f} a year")
+claim_between("models grew about ten-fold a year from 2018 to 2021", model_growth, 8, 16)
+claim_between("device memory grew about a third a year", memory_growth, 1.2, 1.5)
+b200 = wall.largest_device(2024)
+fits = b200.gb * wall.GB / wall.model_state_bytes(1)
+claim_close("the largest device of 2024 holds the states of a 12B-parameter model", fits / 1e9, 12)
+claim("and 2024's Llama 3.1 405B still needs more than 30 of them", by_name["Llama 3.1 405B"].devices > 30,
+      f"{by_name['Llama 3.1 405B'].devices} x {b200.name}")
+
+# %% [markdown]
+# **A common mistake** is to say the next GPU generation will make room. Memory doubled about every
+# two and a half years (1.35× a year) while the largest models grew about ten-fold a year; the gap
+# is the *memory wall*. After 2021 frontier models stopped growing as fast — training on more tokens
+# paid better than more parameters — but a 405B model still fills 34 of 2024's largest devices.
+# Press Play to watch the gap open year by year:
+
+# %%
+lab.wall_player()
+
+# %% [markdown]
+# Everything after this section is a response to that gap: this lab keeps fewer bytes per
+# device (recomputation, lower precision, offload); Lab 10 shards the states over data-parallel
+# ranks (ZeRO); Labs 07, 08 and 11 split the model itself; Lab 11 ends with a guide to which
+# split to choose.
 #
 # ## 2. A step, op by op
 #
@@ -794,6 +867,8 @@ claim("Problem 3: the CNN's activations (logits aside) grow 4x from 16x16 to 32x
 #
 # * Adam needs 16 bytes per parameter in fp32 and in mixed precision; activations come on top and
 #   grow with batch and sequence (s² in attention).
+# * The memory wall: from 2018 to 2021 the largest models grew about ten-fold a year, device
+#   memory about a third a year; Megatron-Turing NLG's states fill 106 devices of 80 GB.
 # * A block of our GPT keeps (8 + 2r)·b·s·h·e + 4·b·s·e + a·b·s²·e + s² bytes, measured to the byte
 #   on a CPU.
 # * Checkpointing keeps segment inputs and recomputes: (N/k + k) activations, best at k ≈ √N, for
