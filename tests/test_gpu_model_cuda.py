@@ -234,6 +234,20 @@ def test_gpu_run_says_why_not_without_a_gpu():
     assert isinstance(r, NeedsCuda) and "\n" not in str(r) and "CUDA GPU" in str(r)
 
 
+def test_gpu_run_says_why_in_one_line_when_cuda_is_claimed_but_cannot_run(monkeypatch):
+    """A CUDA device that torch reports but numba or torch cannot use (no driver, no libNVVM, a CPU
+    wheel of torch): the GPU cell still prints one line naming the failure instead of a traceback."""
+    import torch
+
+    from labkit.gpu_model.cuda_gpu import gpu_run
+    from labkit.gpu_model.host_device import NeedsCuda
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the GPU tier runs gpu_run")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    r = gpu_run(n=1 << 10, mm=64, iters=1)
+    assert isinstance(r, NeedsCuda) and "\n" not in str(r) and "could not compile or run" in str(r)
+
+
 # ---------------------------------------------------------------------------- occupancy and waves
 def brute_blocks(threads, regs, smem, sm):
     """The largest b for which b blocks fit every limit, by trying b = 1, 2, ... (no formula)."""
