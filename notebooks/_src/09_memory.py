@@ -116,6 +116,8 @@ claim("through an fp32 master they add up and reach the bf16 copy", lost.with_ma
 # devices — the largest of 2021 — does Megatron-Turing NLG's take, three years later?
 
 # %%
+import math
+
 from labkit.memory import wall
 from labkit.model import GPT
 
@@ -153,6 +155,8 @@ print(f"model parameters 2018-2021: x{model_growth:.1f} a year")
 print(f"largest device memory 2016-2024: x{memory_growth:.2f} a year")
 claim_between("models grew about ten-fold a year from 2018 to 2021", model_growth, 8, 16)
 claim_between("device memory grew about a third a year", memory_growth, 1.2, 1.5)
+claim_between("i.e. it doubled every two to two and a half years", math.log(2) / math.log(memory_growth), 2, 2.5,
+              unit=" years")
 b200 = wall.largest_device(2024)
 fits = b200.gb * wall.GB / wall.model_state_bytes(1)
 claim_close("the largest device of 2024 holds the states of a 12B-parameter model", fits / 1e9, 12)
@@ -160,8 +164,8 @@ claim("and 2024's Llama 3.1 405B still needs more than 30 of them", by_name["Lla
       f"{by_name['Llama 3.1 405B'].devices} x {b200.name}")
 
 # %% [markdown]
-# **A common mistake** is to say the next GPU generation will make room. Memory doubled about every
-# two and a half years (1.35× a year) while the largest models grew about ten-fold a year; the gap
+# **A common mistake** is to say the next GPU generation will make room. Memory doubled every two
+# to two and a half years (1.35× a year) while the largest models grew about ten-fold a year; the gap
 # is the *memory wall*. After 2021 frontier models stopped growing as fast — training on more tokens
 # paid better than more parameters — but a 405B model still fills 34 of 2024's largest devices.
 # Press Play to watch the gap open year by year:
