@@ -595,3 +595,25 @@ def lab13_fx_pass(module, fn_name: str, cases: list, seed: int):
             out.append({"nodes": [], "outputs": [], "unchanged": gm.code == code,
                         "error": f"{type(e).__name__}: {e}"[:300]})
     return out
+
+
+# ------------------------------------------------------------------ Lab 03: CUDA kernels, simulated
+def lab03_cuda_kernel(module, kernel: str, grid, block, args: list):
+    """Launch ``module.<kernel>`` with `labkit.gpu_model.cuda_sim.launch` on ``args`` (numpy arrays are
+    copied, then written in place). Returns {"error": "" or "<KernelError type>: message" (a race, a
+    barrier divergence, an index out of range, or the kernel's own exception), "arrays": the array
+    arguments after the launch, "global_loads", "shared_loads", "atomics", "shared_bytes"}."""
+    import types
+
+    from labkit.gpu_model.cuda_sim import KernelError, launch
+
+    fn = getattr(module, kernel, None)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"{kernel} must be a Python function (a kernel written with cuda.threadIdx etc.)")
+    real = [np.array(a) if isinstance(a, np.ndarray) else a for a in args]
+    try:
+        run = launch(fn, tuple(grid), tuple(block), tuple(real))
+    except KernelError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {"error": "", "arrays": [a for a in real if isinstance(a, np.ndarray)], "global_loads": run.global_loads,
+            "shared_loads": run.shared_loads, "atomics": run.atomics, "shared_bytes": run.shared_bytes}

@@ -13,6 +13,8 @@
                        mmap'd file); T_step = bytes moved / bandwidth + T_update, measured
     activation_offload.py  saved activations to a slower tier (saved_tensors_hooks) and back: bytes
                        moved = the saved-activation bytes exactly; the fast tier's drop, measured
+    wall.py            the memory wall: published models' 16·Ψ bytes against the largest device of
+                       each year, and both growth rates
     quantize.py        symmetric absmax int8/int4 per tensor/channel/group, packed bytes, error
                        <= s/2; straight-through fake quantization: QAT against PTQ
 """

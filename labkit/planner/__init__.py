@@ -12,12 +12,14 @@
     search.py     search() / plan(): enumerate, reject (with reasons), predict, sort fastest first
     published.py  published runs (Narayanan et al. 2021 Table 1 to fit; held-out runs to validate)
     calibrate.py  the device and network terms' forms against this CPU (GEMM sweep, kernels, gloo)
+    guide.py      which parallelism when: describe(plan) in words, and the decision guide's cases
     local.py      the planner on this machine: predicted vs measured 3D-parallel steps on gloo ranks
 """
 from labkit.planner.cost import (A100_80GB_SELENE, H100_80GB_DGX, MEGATRON_2021, MEGATRON_2021_TORCH_DDP,
                                  MEGATRON_2022, MEGATRON_DEEPSPEED_BF16, Cluster, Prediction, Software, predict,
                                  selene, stage_split)
 from labkit.planner.device import A100_40GB, A100_80GB, H100_80GB, Device, gemm_time, memory_op_time
+from labkit.planner.guide import describe
 from labkit.planner.grid import Plan, coords, groups, nodes_spanned, problems, rank_of
 from labkit.planner.memory import MemoryEstimate, memory_per_gpu
 from labkit.planner.model import Model, flops_per_iteration, megatron_params
@@ -30,4 +32,4 @@ __all__ = ["A100_80GB_SELENE", "H100_80GB_DGX", "Cluster", "Prediction", "Softwa
            "Network", "DGX_A100", "DGX_H100", "JEAN_ZAY_A100", "all_reduce_time",
            "Plan", "coords", "groups", "nodes_spanned", "problems", "rank_of",
            "MemoryEstimate", "memory_per_gpu", "Model", "flops_per_iteration", "megatron_params",
-           "Rejection", "SearchResult", "plan", "search", "why_not"]
+           "Rejection", "SearchResult", "plan", "search", "why_not", "describe"]

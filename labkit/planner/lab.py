@@ -19,6 +19,8 @@ pictures. (The placement, topology and balance sections use `labkit.cluster.lab`
                                     the model was not fitted to
     tp_sweep_table(), batch_table() the paper's findings: TP across nodes, the bubble, interleaving
     search_table(model, cluster, B) the planner's best plans and why others were rejected
+    guide_search(), guide_table()   the decision guide (§10): each `labkit.planner.guide.Case`'s
+                                    search, and its best plan named in words
     picture(exercise)               a learner's function next to the lab's answer
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
@@ -414,6 +416,35 @@ def search_table(model: Model, cluster: Cluster, global_batch: int, top: int = 5
                   title=f"{model.params / 1e9:.0f}B parameters on {cluster.gpus} GPUs, batch {global_batch}: "
                         f"{len(result.plans)} feasible of {result.considered}")
     return table, result
+
+
+def guide_search(cases=None) -> dict:
+    """{case name: `SearchResult`} for each `labkit.planner.guide.Case` (default: `CASES`)."""
+    from labkit.planner.guide import CASES, Case
+
+    out = {}
+    for c in CASES if cases is None else cases:
+        if not isinstance(c, Case):
+            raise TypeError(f"guide_search: cases must hold labkit.planner.guide.Case, got {type(c).__name__}")
+        out[c.name] = search(c.model, c.cluster, c.global_batch, zero_stages=c.zero_stages)
+    return out
+
+
+def guide_table(results: dict, cases=None) -> Table:
+    """Each case's best plan in words (`labkit.planner.guide.describe`), its time, MFU and memory per
+    GPU, from ``results`` = `guide_search`'s; "no plan fits" where none does."""
+    from labkit.planner.guide import CASES, describe
+
+    rows = []
+    for c in CASES if cases is None else cases:
+        r = results[c.name]
+        if r.plans:
+            b = r.best
+            rows.append((c.name, describe(b.plan, c.cluster.gpus_per_node), f"{b.step_time:.3g}", f"{b.mfu:.0%}",
+                         f"{b.memory.total / GiB:.0f}"))
+        else:
+            rows.append((c.name, f"no plan fits ({r.considered} tried)", "-", "-", "-"))
+    return Table(["case", "the planner's best plan", "s/it", "MFU", "GiB"], rows)
 
 
 def rejection_counts(result) -> Table:

@@ -21,6 +21,7 @@
 # 5. check each part of the planner's cost model on its own, then the whole against Megatron-LM's
 #    throughput from 1.7B to 1T parameters and against runs it was not fitted to;
 # 6. measure topology, placement, scheduling and balancing choices on small models of a cluster.
+# 7. choose which parallelism to use for a model and a cluster, and check the choice with the planner.
 #
 # Whenever you see **Predict first**, write your guess down before running the next cell.
 
@@ -754,6 +755,149 @@ claim("the planner's partition DP finds BLOOM's published split",
       answers["BLOOM split"] == (5,) + (6,) * 10 + (5,), str(answers["BLOOM split"]))
 
 # %% [markdown]
+# ## 10. Which parallelism when: a decision guide
+#
+# The planner answers one question at a time: this model, this cluster, this batch. Practitioners
+# start from rules of thumb instead — "data parallel until the model stops fitting, then shard,
+# then split the layers". Here are five questions, from a model that fits one GPU to sequences too
+# long for any split so far. Each rule is checked by running the planner of section 5 on the case
+# (with ZeRO stages 0–3 allowed, so sharding competes with splitting), and `describe` names the
+# best plan's parallelism in words:
+
+# %%
+from labkit.planner import Plan, search, why_not
+from labkit.planner.grid import worst_span
+from labkit.planner.guide import CASES, describe
+from labkit.planner.memory import GiB, memory_per_gpu
+
+for c in CASES:
+    print(f"{c.name:25s} {c.model.params / 1e9:5.1f}B, batch {c.global_batch:4d}: {c.rule}")
+show(describe)
+
+# %% [markdown]
+# **Predict first:** for each case, which kinds of parallelism would you use, and would you let a
+# tensor-parallel group leave its node?
+
+# %%
+guide = lab.guide_search()
+print(lab.guide_table(guide))
+case = {c.name: c for c in CASES}
+
+# %% [markdown]
+# **1. The model states fit one GPU → data parallelism.** A 1.3B model needs 16 bytes × 1.3 billion
+# = 20 GiB of model states: every GPU can hold a full replica, so each GPU takes its own share of
+# the batch and only the gradients move.
+
+# %%
+c, r = case["1.3B on 8 GPUs"], guide["1.3B on 8 GPUs"]
+states = 16 * c.model.params
+ddp = [p for p in r.plans if p.plan.zero_stage == 0][0]
+claim("1.3B's model states fit one GPU with room for activations", states < c.cluster.usable_memory / 2,
+      f"{states / GiB:.0f} GiB of {c.cluster.usable_memory / GiB:.0f} GiB usable")
+claim("the best plan is pure data parallelism over all 8 GPUs", (r.best.plan.dp, r.best.plan.tp, r.best.plan.pp)
+      == (8, 1, 1), describe(r.best.plan, 8))
+differ = [k for k, t in r.best.parts.items() if t != ddp.parts[k]]
+claim_between("plain DDP is within 5% of it", ddp.step_time / r.best.step_time, 1, 1.05)
+claim("ZeRO-1 wins only by a shorter optimizer step (each GPU updates 1/8)", differ == ["optimizer"],
+      f"{ddp.optimizer * 1e3:.0f} ms vs {r.best.optimizer * 1e3:.0f} ms")
+
+# %% [markdown]
+# **2. The states do not fit one GPU, but fit a node → shard them.** A 13B model's states are
+# 190 GiB: plain DDP cannot start. ZeRO (Lab 10) or FSDP keeps 1/N of the optimizer states,
+# gradients or parameters on each GPU; tensor parallelism inside the node is the other way in.
+
+# %%
+c, r = case["13B on 8 GPUs"], guide["13B on 8 GPUs"]
+claim_close("a 13B model's states are 190 GiB", 16 * c.model.params / GiB, 190, rel=0.02, unit=" GiB")
+reason = why_not(c.model, c.cluster, Plan(dp=8, tp=1, pp=1), c.global_batch)   # DDP, full recomputation
+print("plain DDP on 8 GPUs:", reason)
+pure = [p for p in r.plans if p.plan.tp == p.plan.pp == 1]
+claim("plain DDP does not fit, even recomputing every activation", reason is not None
+      and reason.startswith("needs"), reason.split(",")[0])
+claim("with tp = pp = 1 only plans that shard the states fit",
+      len(pure) > 0 and all(p.plan.zero_stage >= 1 for p in pure),
+      f"{len(pure)} plans, ZeRO stages {sorted({p.plan.zero_stage for p in pure})}")
+claim_between("the fastest of them is within 10% of the planner's best", pure[0].step_time / r.best.step_time,
+              1, 1.10)
+claim("the best shards the optimizer states, tp inside the node", r.best.plan.zero_stage >= 1
+      and worst_span("tp", r.best.plan.dp, r.best.plan.tp, 1, 8) == 1, describe(r.best.plan, 8))
+
+# %% [markdown]
+# **3. The model does not fit in one node → tensor parallelism inside the node, pipeline across
+# nodes.** GPT-3's states are 2.8 TB. Tensor parallelism all-reduces every layer's activations
+# twice forward and twice backward, so it needs NVLink; a pipeline sends one activation per stage
+# boundary, so it tolerates the slower network between nodes.
+#
+# **A common mistake** is to grow tensor parallelism past the node because "it splits everything".
+# The search leaves such plans out (section 6 shows what tp = 16 loses):
+
+# %%
+c, r = case["175B on 64 GPUs"], guide["175B on 64 GPUs"]
+claim_close("GPT-3's states are 2.8 TB", 16 * c.model.params / 1e12, 2.8, abs_=0.05, unit=" TB")
+b = r.best.plan
+wide = why_not(c.model, c.cluster, Plan(dp=4, tp=16, pp=1, zero_stage=1), c.global_batch)
+print("tp = 16:", wide)
+fsdp = [p for p in r.plans if p.plan.tp == p.plan.pp == 1]
+claim("tensor parallelism stays inside a node", worst_span("tp", b.dp, b.tp, b.pp, 8) == 1, describe(b, 8))
+claim("and the pipeline crosses nodes", worst_span("pp", b.dp, b.tp, b.pp, 8) > 1,
+      f"{worst_span('pp', b.dp, b.tp, b.pp, 8)} nodes per pipeline")
+claim("a tp group of 16 would span two nodes of 8", wide is not None and "spans 2 nodes" in wide, wide)
+claim_between("FSDP alone (ZeRO-3 over 64 GPUs) fits too, but is 10-50% slower",
+              fsdp[0].step_time / r.best.step_time, 1.10, 1.50)
+
+# %% [markdown]
+# **4. Many nodes → the same model replica, data parallelism over the replicas.** Once a tp × pp
+# group holds one copy of the model, more nodes add more copies; each copy takes its share of the
+# batch, and only the gradients cross between them.
+
+# %%
+r4 = guide["175B on 1024 GPUs"]
+b4 = r4.best.plan
+claim("on 1024 GPUs the replica keeps the tp x pp shape it had on 64", (b4.tp, b4.pp) == (b.tp, b.pp),
+      f"tp = {b4.tp}, pp = {b4.pp}")
+claim("and data parallelism takes the rest", b4.dp == 1024 // (b4.tp * b4.pp) and b4.dp > b.dp,
+      describe(b4, 8))
+
+# %% [markdown]
+# **5. Long sequences → split the sequence.** At 64k tokens a single sequence is the problem:
+# data parallelism cannot split less than one sequence, tensor parallelism stops at the node's 8
+# GPUs, and under 1F1B the first pipeline stage keeps all l layers' activations whatever pp is
+# (section 4). This planner counts activations as Korthikanti et al. do — attention scores stored,
+# 5 bytes each (softmax output, dropout mask and output) — so one layer's scores grow as s²:
+
+# %%
+c, r = case["13B, 64k tokens, 64 GPUs"], guide["13B, 64k tokens, 64 GPUs"]
+short = search(dataclasses.replace(c.model, seq_len=2048), c.cluster, c.global_batch, zero_stages=(0, 1, 2, 3))
+closest = min((memory_per_gpu(c.model, x.plan, c.global_batch) for x in r.rejected if x.reason.startswith("needs")),
+              key=lambda m: m.total)
+s, a = c.model.seq_len, c.model.heads
+tp_max = c.cluster.gpus_per_node             # tp stays in a node: at most 8 ways
+scores = 5 * a * s * s / tp_max              # one sequence's scores, heads split over tp_max
+print(f"closest plan needs {closest.total / GiB:.0f} GiB; one layer's scores at tp = {tp_max}: "
+      f"{scores / GiB:.0f} GiB")
+claim("at 2048 tokens the same model has plans that fit on 64 GPUs", len(short.plans) > 0,
+      f"{len(short.plans)} plans")
+claim("at 64k tokens none does", not r.plans, f"{r.considered} tried")
+claim("one layer's attention scores alone outgrow the GPU, even split 8 ways", scores > c.cluster.usable_memory,
+      f"{scores / GiB:.0f} GiB > {c.cluster.usable_memory / GiB:.0f} GiB usable")
+
+# %% [markdown]
+# Two remedies go beyond this planner. A fused attention kernel (Lab 04's, FlashAttention) never
+# stores the s × s scores; and **context parallelism** (Lab 14) splits the sequence itself,
+# attention included, over N ranks — dividing both the activations that grow with s and the
+# attention compute that grows with s². It composes with the others as a fourth dimension.
+#
+# **The guide, in order.**
+# 1. Do the model states (16 bytes per parameter, section 4 and Lab 09) and activations fit one
+#    GPU? Use data parallelism; ZeRO-1 comes almost free.
+# 2. If not, shard the states over data-parallel ranks (ZeRO-2/3, FSDP) or add tensor parallelism
+#    inside the node — whichever the planner finds faster.
+# 3. If one node cannot hold the model, keep tensor parallelism inside the node and run a pipeline
+#    across nodes; more nodes add data-parallel replicas of that tp × pp group.
+# 4. For long sequences, fuse attention and split the sequence (context parallelism).
+# 5. Then search: the rules give the shape of the plan; micro-batch, interleaving, recomputation
+#    and ZeRO stage move the step time by tens of percent, and only the numbers decide them.
+#
 # ## Further reading
 #
 # * D. Narayanan et al., *Efficient Large-Scale Language Model Training on GPU Clusters Using
@@ -785,6 +929,10 @@ claim("the planner's partition DP finds BLOOM's published split",
 #   fitted to within 20 %.
 # * Around the job: topology sets the bisection, placement the cross-node bytes, the scheduler the
 #   stranded GPUs, and balancing the waiting at each step.
+# * Which parallelism when: data parallelism while a replica fits a GPU; shard the states (ZeRO,
+#   FSDP) or add tp inside the node when it does not; tp in a node and pp across nodes when the model
+#   outgrows a node, dp over the replicas; context parallelism for long sequences — each rule
+#   confirmed by the planner on a concrete case.
 #
 # **Exercises** (in `exercises/lab11_parallel3d.py`): `rank_coords`, `group_ranks`,
 # `fits_in_memory`, `flops_per_iteration`, `partition_stages`; each has a "check your work" cell
