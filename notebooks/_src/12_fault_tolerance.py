@@ -622,7 +622,7 @@ check_your_work("lab12_fault_tolerance", "peer_ranks", picture=lab.picture("peer
 # An example — assumed numbers, not measured ones: a process fails every 3 hours, a machine every
 # 12, every machine's memory every 48 (the sum: one failure per 2.3 hours); a memory checkpoint
 # blocks 1 s (restart 1 min), a peer copy 5 s (restart 1.5 min), a disk checkpoint 2 min (restart
-# 5 min). Young's intervals come out near 2.5, 11 and 107 minutes; we take 150 s, 600 s, 6000 s.
+# 5 min). Young's intervals come out at 2.4, 11 and 107 minutes; we take 150 s, 600 s, 6000 s.
 #
 # **Predict first:** 24 hours of work. How long does the job take with the disk alone at Daly's
 # interval (section 6), and with all three tiers?
@@ -633,7 +633,7 @@ young = multilevel.young_per_level(levels, kinds)
 print("Young's interval per level:", ", ".join(f"{k} {v:.0f} s" for k, v in young.items()))
 mtbf = 1 / sum(1 / k.mtbf_s for k in kinds)
 claim_close("one failure every 2.3 hours", mtbf / 3600, 2.3, abs_=0.05, unit=" h")
-claim("Young's intervals near 2.5, 11 and 107 minutes",
+claim("Young's intervals: 2.4, 11 and 107 minutes",
       [round(v / 60, 1) for v in young.values()] == [2.4, 11.0, 107.3], str([round(v / 60, 1) for v in young.values()]))
 claim_close("Daly's interval for the disk alone is 22 minutes", interval.daly_interval(120.0, mtbf) / 60, 22, abs_=0.5,
             unit=" min")
