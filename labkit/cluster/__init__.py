@@ -6,7 +6,8 @@
                      intra-node all-gather) on real ranks, bytes per link class, α–β model vs a flat ring
     placement.py     ranks → nodes as graph partitioning: naive, random, Kernighan–Lin, exact optimum
     scheduler.py     a multi-node cluster receiving jobs: first-fit / best-fit / topology-aware,
-                     fragmentation, utilisation, queueing delay (FIFO, head-of-line blocking)
+                     fragmentation, utilisation, queueing delay (FIFO, head-of-line blocking); data
+                     locality under delay scheduling
     balance.py       static vs greedy (Graham) vs work stealing (Blumofe–Leiserson); heterogeneous devices;
                      threshold rebalancing of drifting loads
     routing.py       shortest paths, ECMP hashing vs link balancing vs multi-path striping; store-and-
@@ -36,7 +37,7 @@ from labkit.cluster.routing import (ROUTINGS, all_to_all_flows, dead_link_closed
                                     permutation_flows, saf_cycles, shortest_paths, simulate_flits, without_links,
                                     wormhole_cycles)
 from labkit.cluster.scheduler import (POLICIES, ClusterResult, Job, JobRecord, compare_policies, job_stream,
-                                      place, simulate_cluster)
+                                      local_probability, place, simulate_cluster, simulate_locality)
 from labkit.cluster.topology import (Topology, TopologyMetrics, bfs_distances, bisection_width, cut_size,
                                      degree_range, diameter, fat_tree, formulas, host_bisection_width, hypercube,
                                      measure, ring, torus2d)
@@ -54,6 +55,7 @@ __all__ = [
     "kernighan_lin", "optimal_placement", "PlacementComparison", "compare_placements",
     # scheduler
     "POLICIES", "Job", "job_stream", "place", "JobRecord", "ClusterResult", "simulate_cluster", "compare_policies",
+    "local_probability", "simulate_locality",
     # balance
     "skewed_times", "Imbalance", "imbalance", "Assignment", "static_assignment", "list_schedule", "lower_bound",
     "graham_bound", "optimal_makespan", "proportional_split", "earliest_finish", "ForkJoin", "fork_join",

@@ -18,6 +18,7 @@
     packing_table(jobs)                 multi-resource bin packing: first fit, FFD vs the optimum;
                                         also the share of each resource FFD leaves free
     rebalance_table(thresholds)         threshold rebalancing of drifting loads
+    locality_table(...)                 delay scheduling: locality after waiting, formula vs Monte Carlo
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters). Everything is seeded and
 rounded, so the printed numbers repeat from run to run; the one exception is
@@ -448,3 +449,21 @@ def rebalance_table(thresholds=(0.0, 0.1, 0.2, 0.3, 0.5, 1.0, math.inf), workers
                           "÷ best": ".2f"},
                  title=f"{workers} workers, {steps} steps, loads drifting (log-std {sigma:g} a step); "
                        f"a rebalance costs {rebalance_s:g} s")
+
+
+def locality_table(nodes: int = 100, replicas: int = 3, free: int = 5, waits=(0, 5, 10, 20, 40),
+                   trials: int = 20000, seed: int = 0) -> Table:
+    """Delay scheduling (`scheduler.local_probability`): the chance a job runs beside its data after
+    waiting for up to D node releases, closed form next to a Monte Carlo of ``trials`` (with its
+    standard error), the mean releases waited, and what that wait is in seconds when the ``nodes``
+    busy nodes run jobs of 1 minute and of 1 hour (one release every duration / nodes on average)."""
+    rows = []
+    for d in waits:
+        p = S.local_probability(nodes, replicas, free, d)
+        sim = S.simulate_locality(nodes, replicas, free, d, trials, seed + d)
+        se = math.sqrt(max(p * (1 - p), 1e-12) / trials)
+        rows.append((d, p, sim["local"], se, sim["waited"], sim["waited"] * 60 / nodes, sim["waited"] * 3600 / nodes))
+    return Table(["wait D", "local", "simulated", "+-", "releases waited", "1-min jobs s", "1-h jobs s"], rows,
+                 formats={"local": ".3f", "simulated": ".3f", "+-": ".3f", "releases waited": ".2f",
+                          "1-min jobs s": ".1f", "1-h jobs s": ".0f"},
+                 title=f"{nodes} nodes, {replicas} copies of the input, {free} nodes free; {trials} trials each")
