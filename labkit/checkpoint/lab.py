@@ -432,7 +432,8 @@ def replicated_ps_table(workers: int = 3, steps: int = 12, kill_clock: int = 5) 
     cfg = PSConfig(mode="bsp", steps=steps, lr=0.1, compute_s=0.002)
     want = R.bsp_in_one_process(cfg, workers)
     rows = []
-    for label, kill, backup in (("no failure", None, True), ("primary dies after forwarding", (kill_clock, "after_forward"), True),
+    for label, kill, backup in (("no failure", None, True),
+                                ("primary dies after forwarding", (kill_clock, "after_forward"), True),
                                 ("primary dies before forwarding", (kill_clock, "before_forward"), True),
                                 ("primary dies, no backup", (kill_clock, "after_forward"), False)):
         try:

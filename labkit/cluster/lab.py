@@ -430,9 +430,10 @@ def packing_table(jobs: int = 12, seeds=range(200), capacity=PACK_NODE) -> tuple
         rows.append((name, sum(a for a, _ in pairs) / n, 100 * sum(a != b for a, b in pairs) / n,
                      max(max(a / b, b / a) for a, b in pairs)))
     mean_free = {name: sum(f[i] for f in free) / len(free) for i, name in enumerate(("GPUs", "cores", "memory"))}
-    return Table(["rule", "mean nodes", "% not optimal", "worst ratio"], rows,
-                 formats={"mean nodes": ".3f", "% not optimal": ".1f", "worst ratio": ".3f"},
-                 title=f"{jobs} jobs on nodes of {cap[0]} GPUs, {cap[1]} cores, {cap[2]} GB; {len(free)} seeds"), mean_free
+    table = Table(["rule", "mean nodes", "% not optimal", "worst ratio"], rows,
+                  formats={"mean nodes": ".3f", "% not optimal": ".1f", "worst ratio": ".3f"},
+                  title=f"{jobs} jobs on nodes of {cap[0]} GPUs, {cap[1]} cores, {cap[2]} GB; {len(free)} seeds")
+    return table, mean_free
 
 
 def rebalance_table(thresholds=(0.0, 0.1, 0.2, 0.3, 0.5, 1.0, math.inf), workers: int = 16, steps: int = 500,

@@ -637,7 +637,7 @@ print(CL.sharding_table())
 # one unit of time, whatever the routing?
 
 # %%
-from labkit.cluster import packing, routing
+from labkit.cluster import routing, scheduler, topology
 
 stripe = CL.striping_table()
 print(stripe)
@@ -668,9 +668,11 @@ print(flits)
 claim("the simulation equals both closed forms at every hop count",
       all(row[1] == row[2] and row[3] == row[4] for row in flits.rows), f"{len(flits.rows)} rows")
 claim_close("8 hops: worm-hole is 5.6 times faster", flits.rows[-1][5], 5.6, abs_=0.05)
-stuck = {m: routing.simulate_flits(8, 32, m, 1, blocked_at=6, blocked_cycles=20) for m in ("wormhole", "store_and_forward")}
+stuck = {m: routing.simulate_flits(8, 32, m, 1, blocked_at=6, blocked_cycles=20)
+         for m in ("wormhole", "store_and_forward")}
 claim("blocked 20 cycles at the 7th switch, each arrives 20 cycles late",
-      [stuck[m]["cycles"] for m in stuck] == [routing.wormhole_cycles(8, 32, 1) + 20, routing.saf_cycles(8, 32, 1) + 20])
+      [stuck[m]["cycles"] for m in stuck]
+      == [routing.wormhole_cycles(8, 32, 1) + 20, routing.saf_cycles(8, 32, 1) + 20])
 claim("... but the blocked worm holds all 6 links behind its head; store-and-forward holds none",
       (stuck["wormhole"]["links_held"], stuck["store_and_forward"]["links_held"]) == (6, 0))
 
@@ -694,7 +696,7 @@ claim("the ring loses half its bisection (2 -> 1); its diameter grows from 4 to 
       dl["ring(8)"][1:5] == (4, 7, 2, 1))
 claim("... and its all-to-all takes twice as long", dl["ring(8)"][6] == 2.0)
 claim("the torus (32 links) loses 1 link of its 8-link bisection (12.5 %), its diameter unchanged",
-      dl["torus 4×4"][1:6] == (4, 4, 8, 7, 12.5) and len(CL.T.torus2d(4, 4).links()) == 32)
+      dl["torus 4×4"][1:6] == (4, 4, 8, 7, 12.5) and len(topology.torus2d(4, 4).links()) == 32)
 claim_between("... yet its all-to-all slows by a quarter: traffic piles up beside the hole", dl["torus 4×4"][6],
               1.2, 1.3)
 claim_close("the fat tree: 12.5 % of the bisection, all-to-all 1.2 times slower", dl["fat tree k=4"][6], 1.2, rel=1e-3)
@@ -794,7 +796,36 @@ claim_between("... and about 11 minutes among 1-hour jobs", lc[40][6] / 60, 10, 
 # number we printed would be an assumption, not a measurement. The parts of the trade-off are here:
 # Lab 12 prices the checkpoint and restart that a move costs, the scheduler above the stranded GPUs
 # a move could reclaim, and the placement table the bytes a worse placement sends across nodes.
+#
+# **Worked problems on 7.1–7.2.**
+#
+# **Problem A.** A message of 64 flits crosses 5 hops; each router needs 2 cycles to route the head.
+# How many cycles with store-and-forward, and with worm-hole routing?
+#
+# **Problem B.** A ring of 12 nodes loses one link. Its bisection width and diameter now?
+#
+# **Problem C.** A data set has 2 copies on a cluster of 100 nodes; 10 random nodes are free. What
+# is the chance that one of them holds a copy?
+#
+# <details><summary>Answers</summary>
+#
+# A: 5·(2 + 64) = **330** cycles; 5·(2 + 1) + 64 − 1 = **78**.
+# B: it is a line of 12 nodes: bisection **1**, diameter **11**.
+# C: 1 − C(98, 10)/C(100, 10) = 1 − (90·89)/(100·99) ≈ **0.191**.
+#
+# </details>
 
+# %%
+# The answers above, computed from the simulations and the graph (the tests check the same rules).
+line12 = routing.without_links(topology.ring(12), [(0, 11)])
+answers_71 = (routing.simulate_flits(5, 64, "store_and_forward", 2)["cycles"],
+              routing.simulate_flits(5, 64, "wormhole", 2)["cycles"],
+              topology.bisection_width(line12), topology.diameter(line12),
+              round(scheduler.local_probability(100, 2, 10), 3))
+print(answers_71)
+claim("Problems A-C as answered", answers_71 == (330, 78, 1, 11, 0.191))
+
+# %% [markdown]
 # ## 8. Exercises
 #
 # ### Exercise 1: `rank_coords`
