@@ -439,7 +439,8 @@ def replicated_ps_table(workers: int = 3, steps: int = 12, kill_clock: int = 5) 
         try:
             res = R.run_replicated(cfg, workers, kill, backup)
         except RankError as e:
-            rows.append((label, "no", "-", f"rank {e.rank}: {e.exc_type}"))
+            who = "a worker" if e.rank >= 2 else f"rank {e.rank}"    # whichever worker noticed first
+            rows.append((label, "no", "-", f"{who}: {e.exc_type}"))
             continue
         finals = [r["final"] for r in res if r is not None and r["final"] is not None]
         server = res[1]["served_from"] if res[0] is None else "-"
