@@ -228,3 +228,51 @@ def simulate_cluster(jobs, nodes: int, gpus_per_node: int, policy: str,
 def compare_policies(jobs, nodes: int, gpus_per_node: int, span_penalty: float = 0.0) -> dict:
     """{policy: ClusterResult} for every policy on the same jobs."""
     return {p: simulate_cluster(jobs, nodes, gpus_per_node, p, span_penalty) for p in POLICIES}
+
+
+# ---------------------------------------------------------------- data locality: delay scheduling
+
+
+def _locality_args(fn: str, nodes: int, replicas: int, free: int, waits: int) -> tuple[int, int, int, int]:
+    n = check_int(fn, "nodes", nodes, minimum=1, maximum=MAX_ENUMERATED)
+    r = check_int(fn, "replicas", replicas, minimum=1, maximum=n)
+    f = check_int(fn, "free", free, minimum=1, maximum=n)
+    d = check_int(fn, "waits", waits, minimum=0, maximum=n - f)
+    return n, r, f, d
+
+
+def local_probability(nodes: int, replicas: int, free: int, waits: int = 0) -> float:
+    """Delay scheduling (Zaharia et al., EuroSys 2010), in its simplest form: a job whose input has
+    ``replicas`` copies on distinct random nodes of ``nodes`` finds ``free`` random nodes free; it
+    takes a free node holding a copy if there is one, else waits for up to ``waits`` more nodes to
+    be released (each a random busy node, without repeats) and takes the first one holding a copy.
+    The probability that it runs beside its data:
+
+        1 − C(N − r, f)/C(N, f) · C(N − f − r, D)/C(N − f, D)
+
+    (no copy among the free nodes, and none among the D released next)."""
+    n, r, f, d = _locality_args("local_probability", nodes, replicas, free, waits)
+    if f > n - r:                                      # more free nodes than nodes without a copy
+        return 1.0
+    return 1 - math.comb(n - r, f) / math.comb(n, f) * math.comb(n - f - r, d) / math.comb(n - f, d)
+
+
+def simulate_locality(nodes: int, replicas: int, free: int, waits: int, trials: int, seed: int) -> dict:
+    """Monte Carlo of `local_probability`'s model: per trial, replicas on random distinct nodes, a
+    random free set, the busy nodes released in random order. Returns {"local": fraction of trials
+    run beside the data, "waited": mean releases waited (0 when a free node held a copy; ``waits``
+    when none came)}."""
+    n, r, f, d = _locality_args("simulate_locality", nodes, replicas, free, waits)
+    trials = check_int("simulate_locality", "trials", trials, minimum=1, maximum=MAX_ENUMERATED)
+    rng = np.random.default_rng(check_int("simulate_locality", "seed", seed, minimum=0))
+    local, waited = 0, 0
+    for _ in range(trials):
+        order = rng.permutation(n)                         # the first f are free, then the releases
+        copies = set(rng.choice(n, size=r, replace=False).tolist())
+        if any(int(u) in copies for u in order[:f]):
+            local += 1
+            continue
+        hit = next((k for k, u in enumerate(order[f:f + d]) if int(u) in copies), None)
+        local += hit is not None
+        waited += d if hit is None else hit + 1
+    return {"local": local / trials, "waited": waited / trials}

@@ -20,7 +20,8 @@
 #    plans for the fastest;
 # 5. check each part of the planner's cost model on its own, then the whole against Megatron-LM's
 #    throughput from 1.7B to 1T parameters and against runs it was not fitted to;
-# 6. measure topology, placement, scheduling and balancing choices on small models of a cluster.
+# 6. measure topology, routing, placement, scheduling, packing and balancing choices on small
+#    models of a cluster;
 # 7. choose which parallelism to use for a model and a cluster, and check the choice with the planner.
 #
 # Whenever you see **Predict first**, write your guess down before running the next cell.
@@ -622,6 +623,209 @@ print(CL.stage_partition_table(costs, stages=4))
 
 # %%
 print(CL.sharding_table())
+
+# %% [markdown]
+# ### 7.1 The network under the job: several paths, worms, dead links
+#
+# **Several paths: striping and link balancing.** Between hosts of different pods a k-ary fat tree
+# offers (k/2)² shortest paths, one through each core switch. Switches usually pick one per flow
+# from a hash of its addresses (ECMP), so two flows can land on one link while another idles.
+# *Link balancing* puts each flow on the path whose busiest link is least loaded so far;
+# *striping* splits every flow over all the paths. The traffic: a random permutation on a fat tree
+# of 16 hosts, every host sending one unit to one other host. With links of one unit per unit of
+# time, the transfer lasts as long as its busiest link's load.
+#
+# **Predict first:** a fat tree has full bisection bandwidth. Does every permutation then finish in
+# one unit of time, whatever the routing?
+
+# %%
+from labkit.cluster import routing, scheduler, topology
+
+stripe = CL.striping_table()
+print(stripe)
+sr = {row[0]: row for row in stripe.rows}
+claim("striping loads no link above 1 in any of the 200 permutations: full bisection bandwidth",
+      sr["stripe"][2] == 1.0 and sr["stripe"][3] == 0.0)
+claim_between("ECMP hashing: the busiest link carries 2.6 flows on average", sr["hash"][1], 2.5, 2.8)
+claim("... and more than one in every permutation tried", sr["hash"][3] == 100.0)
+claim_between("balancing flow by flow: 1.7 on average", sr["balanced"][1], 1.6, 1.9)
+claim("... and 2 at worst", sr["balanced"][2] == 2.0)
+
+# %% [markdown]
+# Full bisection bandwidth is a promise about the wires; only a routing that spreads the load
+# keeps it. Hashing whole flows works for thousands of small flows; training moves a few huge
+# ones, and one collision halves a transfer's speed. Hence collective libraries split a transfer
+# over several connections, and switches that route adaptively — link balancing, done per packet.
+#
+# **Worm-hole routing.** A store-and-forward switch receives a whole message before it sends it on:
+# h hops of L flits (flow-control units) cost h·(r + L) cycles, r to route the message at each hop.
+# A worm-hole switch routes the *head* flit and lets the body follow it link by link, each switch
+# holding one flit: h·(r + 1) + L − 1. `routing.simulate_flits` moves the flits cycle by cycle.
+#
+# **Predict first:** 32 flits over 8 hops, 1 cycle to route: how many times faster is worm-hole?
+
+# %%
+flits = CL.flit_table()
+print(flits)
+claim("the simulation equals both closed forms at every hop count",
+      all(row[1] == row[2] and row[3] == row[4] for row in flits.rows), f"{len(flits.rows)} rows")
+claim_close("8 hops: worm-hole is 5.6 times faster", flits.rows[-1][5], 5.6, abs_=0.05)
+stuck = {m: routing.simulate_flits(8, 32, m, 1, blocked_at=6, blocked_cycles=20)
+         for m in ("wormhole", "store_and_forward")}
+claim("blocked 20 cycles at the 7th switch, each arrives 20 cycles late",
+      [stuck[m]["cycles"] for m in stuck]
+      == [routing.wormhole_cycles(8, 32, 1) + 20, routing.saf_cycles(8, 32, 1) + 20])
+claim("... but the blocked worm holds all 6 links behind its head; store-and-forward holds none",
+      (stuck["wormhole"]["links_held"], stuck["store_and_forward"]["links_held"]) == (6, 0))
+
+# %% [markdown]
+# Worm-hole routing makes the latency almost independent of the distance, with tiny buffers: it
+# is how supercomputer networks and GPU fabrics forward. The price shows when a worm's head is
+# blocked: it keeps every link it spans, and other messages that need them wait too (cut-through
+# switching, common in Ethernet and InfiniBand switches, buffers the blocked message instead).
+#
+# **A dead link.** One link of the topology fails and the traffic is re-routed on the shortest
+# paths that remain. **A common mistake** says a ring "tolerates failures": a ring with a dead link
+# still connects every node, but it has become a line. **Predict first:** one of the 32 links of
+# a 4×4 torus dies. What share of its bisection is lost, and how much longer does an all-to-all
+# take?
+
+# %%
+dead = CL.dead_link_table()
+print(dead)
+dl = {row[0]: row for row in dead.rows}
+claim("the ring loses half its bisection (2 -> 1); its diameter grows from 4 to 7",
+      dl["ring(8)"][1:5] == (4, 7, 2, 1))
+claim("... and its all-to-all takes twice as long", dl["ring(8)"][6] == 2.0)
+claim("the torus (32 links) loses 1 link of its 8-link bisection (12.5 %), its diameter unchanged",
+      dl["torus 4×4"][1:6] == (4, 4, 8, 7, 12.5) and len(topology.torus2d(4, 4).links()) == 32)
+claim_between("... yet its all-to-all slows by a quarter: traffic piles up beside the hole", dl["torus 4×4"][6],
+              1.2, 1.3)
+claim_close("the fat tree: 12.5 % of the bisection, all-to-all 1.2 times slower", dl["fat tree k=4"][6], 1.2, rel=1e-3)
+
+# %% [markdown]
+# The bisection is not the whole story: a torus that loses one link in eight slows an all-to-all
+# by a quarter, because the shortest paths around the hole all squeeze through the links next to
+# it. That is why such networks route adaptively around failures (also over longer paths), and why
+# a ring collective with a dead link is better restarted as a new ring than routed around the gap.
+#
+# ### 7.2 Packing, rebalancing, moving
+#
+# **Multi-resource bin packing.** A job asks for GPUs, CPU cores and memory; it fits a node only if
+# every resource fits. `labkit.cluster.packing` places 12 random jobs on nodes of 8 GPUs, 64 cores
+# and 512 GB with first fit (in arrival order) and first-fit decreasing (FFD: largest first), and
+# finds the fewest nodes by branch and bound, over 200 seeds.
+#
+# **Predict first:** counting GPUs alone, the jobs need 4.5 nodes on average. With cores and
+# memory too? Does FFD still find the optimum?
+
+# %%
+pack, free = CL.packing_table()
+print(pack)
+print("free on the nodes FFD uses:", ", ".join(f"{k} {100 * v:.0f} %" for k, v in free.items()))
+pk = {row[0]: row for row in pack.rows}
+claim("GPUs alone (1, 2, 4 or 8 per job): FFD is optimal in all 200 cases",
+      pk["GPUs only: FFD"][2] == 0.0 and pk["GPUs only: FFD"][1] == pk["GPUs only: optimum"][1])
+claim_between("three resources need about a fifth more nodes", pk["optimum"][1] / pk["GPUs only: optimum"][1],
+              1.18, 1.24)
+claim("FFD misses the optimum in 7.5 % of cases, first fit in 22 %",
+      (pk["FFD, largest share"][2], pk["first fit"][2]) == (7.5, 22.0))
+claim_close("at worst FFD uses a third more nodes", pk["FFD, largest share"][3], 4 / 3, rel=1e-3)
+claim("the lower bound (total demand / capacity) is not the optimum in a third of the cases",
+      30 <= pk["lower bound"][2] <= 40, f"{pk['lower bound'][2]:g} %")
+claim("on the nodes FFD uses, about a quarter of each resource stays free", all(0.2 <= v <= 0.3 for v in free.values()),
+      ", ".join(f"{v:.2f}" for v in free.values()))
+
+# %% [markdown]
+# With one resource and job sizes that divide each other (1, 2, 4, 8 GPUs on nodes of 8) FFD is
+# always optimal. A second and third resource break that: a node can run out of memory with GPUs
+# to spare, so on the nodes FFD uses about a quarter of each resource stays free. Production
+# schedulers weigh the resources into one score (dominant shares, dot products of demand and free
+# capacity) — heuristics all, measured against the optimum the same way.
+#
+# **Threshold rebalancing.** Work that drifts — a mesh that refines, experts that receive more
+# tokens — unbalances synchronous steps, and every step waits for the most loaded worker.
+# Rebalancing costs a pause (here half a step: moving state). A threshold rule rebalances only when
+# the largest load exceeds the mean by more than a threshold θ; each step then runs with max/mean
+# at most 1 + θ.
+#
+# **Predict first:** which θ gives the shortest run — 0 (rebalance whenever the loads differ),
+# never, or something in between?
+
+# %%
+reb = CL.rebalance_table()
+print(reb)
+rb = {row[0]: row for row in reb.rows}
+claim("no step ran with max/mean above 1 + threshold",
+      all(row[5] <= 1 + float(row[0]) + 1e-12 for row in reb.rows if row[0] != "never"))
+claim("the best threshold is 0.3", min(reb.rows, key=lambda row: row[4])[0] == "0.3")
+claim_between("rebalancing at every step costs 19 % more", rb["0"][6], 1.17, 1.21)
+claim_between("never rebalancing: 6.6 times longer", rb["never"][6], 6.4, 6.8)
+claim("... as the loads drift apart: a step ran with max/mean above 10", rb["never"][5] > 10, f"{rb['never'][5]:.1f}")
+
+# %% [markdown]
+# Both extremes lose: always rebalancing pays the pause at every step, never rebalancing lets the
+# slowest worker drift further and further ahead. A threshold bounds the imbalance (1 + θ) and pays
+# only when it is crossed; the best θ balances the two costs, and it moves with the price of a
+# rebalance and the speed of the drift (try `CL.rebalance_table(rebalance_s=0.1)`).
+#
+# **Data co-location.** A job reads its input fastest from a node that holds a copy. When it
+# reaches the head of the queue, the free nodes may hold none; *delay scheduling* (Zaharia et al.,
+# 2010) lets it wait for a few more nodes to be released, and takes the first one with a copy. With
+# r copies on N nodes, f of them free, and up to D releases waited, the chance to run beside the
+# data is 1 − C(N−r, f)/C(N, f) · C(N−f−r, D)/C(N−f, D). **Predict first:** 3 copies, 100 nodes,
+# 5 free. How often is a free node local? After waiting for up to 40 releases?
+
+# %%
+loc = CL.locality_table()
+print(loc)
+lc = {row[0]: row for row in loc.rows}
+claim("the formula equals the Monte Carlo within 3 standard errors at every wait",
+      all(abs(row[1] - row[2]) <= 3 * row[3] for row in loc.rows), f"{len(loc.rows)} waits")
+claim("local right away 14 % of the time; after up to 40 releases 84 %",
+      (round(lc[0][1], 2), round(lc[40][1], 2)) == (0.14, 0.84))
+claim_between("the mean wait: about 11 s among 1-minute jobs", lc[40][5], 10, 12, unit=" s")
+claim_between("... and about 11 minutes among 1-hour jobs", lc[40][6] / 60, 10, 12, unit=" min")
+
+# %% [markdown]
+# Releases come every duration/N on average, so the same wait costs seconds among short tasks and
+# minutes among hour-long jobs. Delay scheduling suits clusters of short tasks (data analytics, where
+# it was proposed); training jobs, few and long, instead copy or cache their data where they run.
+#
+# **Beyond this course: dynamic placement.** Schedulers also *move* running jobs — to defragment
+# the cluster, to follow their data, to make room for a large job. Whether a move pays depends on a
+# real cluster's trace (job sizes, lengths, arrivals), which one machine cannot stand in for; any
+# number we printed would be an assumption, not a measurement. The parts of the trade-off are here:
+# Lab 12 prices the checkpoint and restart that a move costs, the scheduler above the stranded GPUs
+# a move could reclaim, and the placement table the bytes a worse placement sends across nodes.
+#
+# **Worked problems on 7.1–7.2.**
+#
+# **Problem A.** A message of 64 flits crosses 5 hops; each router needs 2 cycles to route the head.
+# How many cycles with store-and-forward, and with worm-hole routing?
+#
+# **Problem B.** A ring of 12 nodes loses one link. Its bisection width and diameter now?
+#
+# **Problem C.** A data set has 2 copies on a cluster of 100 nodes; 10 random nodes are free. What
+# is the chance that one of them holds a copy?
+#
+# <details><summary>Answers</summary>
+#
+# A: 5·(2 + 64) = **330** cycles; 5·(2 + 1) + 64 − 1 = **78**.
+# B: it is a line of 12 nodes: bisection **1**, diameter **11**.
+# C: 1 − C(98, 10)/C(100, 10) = 1 − (90·89)/(100·99) ≈ **0.191**.
+#
+# </details>
+
+# %%
+# The answers above, computed from the simulations and the graph (the tests check the same rules).
+line12 = routing.without_links(topology.ring(12), [(0, 11)])
+answers_71 = (routing.simulate_flits(5, 64, "store_and_forward", 2)["cycles"],
+              routing.simulate_flits(5, 64, "wormhole", 2)["cycles"],
+              topology.bisection_width(line12), topology.diameter(line12),
+              round(scheduler.local_probability(100, 2, 10), 3))
+print(answers_71)
+claim("Problems A-C as answered", answers_71 == (330, 78, 1, 11, 0.191))
 
 # %% [markdown]
 # ## 8. Exercises
