@@ -16,3 +16,8 @@
     voting.py        replication with majority voting: TMR is 3R² − 2R³, not 1 − (1 − R)^N
     domino.py        coordinated vs independent checkpoints: recovery lines, the domino effect
 """
+from labkit.checkpoint.interval import daly_interval, young_interval
+from labkit.checkpoint.io import CheckpointError, CheckpointManager, CheckpointMismatch, load, read, save
+
+__all__ = ["save", "load", "read", "CheckpointManager", "CheckpointError", "CheckpointMismatch", "young_interval",
+           "daly_interval"]
