@@ -7,7 +7,8 @@ import torch
 
 from labkit.memory import lab as L
 from labkit.memory import wall as W
-from labkit.memory.lab import SMALL, _held_after_step
+from labkit.memory.lab import _held_after_step
+from labkit.model import MEMORY_GPT as SMALL
 from labkit.model import GPT, parameter_count
 from labkit.zero.formulas import model_state_bytes as zero_state_bytes
 

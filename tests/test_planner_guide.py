@@ -5,12 +5,12 @@ import dataclasses
 
 import pytest
 
-from labkit.planner import Plan, search, why_not
+from labkit.planner import Plan, why_not
 from labkit.planner import lab as L
-from labkit.planner.grid import groups, nodes_spanned
+from labkit.parallel3d.grid import groups, nodes_spanned
 from labkit.planner.guide import CASES, describe
 from labkit.planner.memory import memory_per_gpu
-from labkit.planner.search import divisors
+from labkit.planner.search import divisors, search
 
 
 @pytest.fixture(scope="module")

@@ -20,3 +20,8 @@
     multilevel.py    multi-level checkpointing simulated (expected wall time), selective replication
     replicated_ps.py a parameter server with a backup that takes over when the primary dies
 """
+from labkit.checkpoint.interval import daly_interval, young_interval
+from labkit.checkpoint.io import CheckpointError, CheckpointManager, CheckpointMismatch, load, read, save
+
+__all__ = ["save", "load", "read", "CheckpointManager", "CheckpointError", "CheckpointMismatch", "young_interval",
+           "daly_interval"]

@@ -29,10 +29,9 @@ from labkit.data_parallel.param_server import PSConfig, run_many, server_bytes_p
 from labkit.data_parallel.ssp import ssp_makespan, ssp_start_times
 from labkit.data_parallel.step_timing import Measured, time_ddp_steps
 from labkit.dist import device, launch
-from labkit.model import GPT, GPTConfig, batch
+from labkit.model import DATA_PARALLEL_GPT, GPT, GPTConfig, batch
 from labkit.table import Table
 
-SMALL = GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=32)
 BATCH, STEPS, LR = 24, 3, 0.5
 
 
@@ -57,7 +56,7 @@ def _ddp_rank(rank, world, cfg, cap_mb):
     return _train(model, rank, world, cfg, model.finish_gradient_synchronization)
 
 
-def equivalence_table(worlds=(1, 2, 4), cap_mb: float | None = 0.004, cfg: GPTConfig = SMALL) -> Table:
+def equivalence_table(worlds=(1, 2, 4), cap_mb: float | None = 0.004, cfg: GPTConfig = DATA_PARALLEL_GPT) -> Table:
     """Largest |parameter difference| after STEPS SGD steps (float64) between DDP on N ranks — each
     on 1/N of every batch of BATCH sequences — and one process on the whole batch."""
     want = _train(GPT(cfg, seed=0, dtype=torch.float64), 0, 1, cfg)
@@ -84,7 +83,7 @@ def _pytorch_buckets_rank(rank, world, cfg, cap_mb):
     return [[int(i) for i in b.split()] for b in data["rebuilt_per_bucket_param_indices"].split(",")]
 
 
-def bucket_table(cfg: GPTConfig = SMALL, cap_mb: float = 0.004) -> Table:
+def bucket_table(cfg: GPTConfig = DATA_PARALLEL_GPT, cap_mb: float = 0.004) -> Table:
     """Our buckets (closing order; member names, bytes) and whether PyTorch's DDP forms the same set."""
     model = GPT(cfg, dtype=torch.float64)
     names = [n for n, _ in model.named_parameters()]
@@ -334,7 +333,7 @@ def local_sgd_table(cfg: GPTConfig = LB_CFG, total_steps: int = 64, local_steps=
 
 # --------------------------------------------------------------------------- check your work
 
-def bucket_picture(fn, cfg: GPTConfig = SMALL, caps=(1, 2000, 6000, 10**9)) -> Table:
+def bucket_picture(fn, cfg: GPTConfig = DATA_PARALLEL_GPT, caps=(1, 2000, 6000, 10**9)) -> Table:
     """Your ``bucket_indices`` on the model's parameters for several caps, next to DDP's buckets."""
     params = list(GPT(cfg).parameters())
     sizes = [p.numel() * p.element_size() for p in params]
@@ -354,7 +353,7 @@ def _hooks_rank(rank, world, fn, cfg):
     return _train(model, rank, world, cfg, finish)
 
 
-def hooks_picture(fn, cfg: GPTConfig = SMALL, world: int = 2):
+def hooks_picture(fn, cfg: GPTConfig = DATA_PARALLEL_GPT, world: int = 2):
     """Your ``data_parallel_hooks`` training the small GPT on 2 real ranks vs one process."""
     want = _train(GPT(cfg, seed=0, dtype=torch.float64), 0, 1, cfg)
     got = launch(_hooks_rank, world, fn, cfg, backend="gloo", timeout=60, quiet=True)

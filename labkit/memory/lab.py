@@ -19,15 +19,14 @@ from dataclasses import dataclass
 import torch
 
 from labkit.checks import check_int, check_real
-from labkit.memory.checkpointing import chain_peak_bytes, checkpointed_chain, make_chain
+from labkit.memory.activation_checkpointing import chain_peak_bytes, checkpointed_chain, make_chain
 from labkit.memory.estimate import (activation_bytes_per_layer, gpt_layer_saved_bytes, gpt_saved_activation_bytes,
                                     model_state_bytes_per_param)
 from labkit.memory.mixed_precision import MixedPrecisionAdam
 from labkit.memory.tracker import MemoryTracker
-from labkit.model import GPT, GPTConfig, batch, parameter_count
+from labkit.model import GPT, MEMORY_GPT, GPTConfig, batch, parameter_count
 from labkit.table import Table
 
-SMALL = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=64)
 GB = 1e9
 
 
@@ -55,7 +54,7 @@ def _held_after_step(cfg: GPTConfig, mixed: bool) -> dict:
         return tracker.live_by_category()
 
 
-def state_table(cfg: GPTConfig = SMALL) -> Table:
+def state_table(cfg: GPTConfig = MEMORY_GPT) -> Table:
     """Model-state bytes measured after one Adam step on our GPT (MemoryTracker), per parameter,
     next to the closed form: fp32 4 + 4 + 8; mixed precision 2 + 2 + 12 (master, m, v). Adam keeps
     one 4-byte step counter per parameter tensor, hence the last digits."""
@@ -73,7 +72,7 @@ def state_table(cfg: GPTConfig = SMALL) -> Table:
                  title=f"GPT {cfg.layers} layers, h={cfg.hidden}: Ψ = {psi:,} parameters in {tensors} tensors")
 
 
-def activation_table(cfg: GPTConfig = SMALL, batch_size: int = 4, dtype: torch.dtype = torch.bfloat16) -> Table:
+def activation_table(cfg: GPTConfig = MEMORY_GPT, batch_size: int = 4, dtype: torch.dtype = torch.bfloat16) -> Table:
     """Our GPT's saved activations after forward: the closed form, part by part, its total next to
     the bytes the tracker sees (minus logits and loss, which are outputs); then one layer of ours
     reconciled with Korthikanti et al.'s per-layer formula 34·s·b·h + 5·a·s²·b (16-bit), term by
@@ -106,7 +105,7 @@ def activation_table(cfg: GPTConfig = SMALL, batch_size: int = 4, dtype: torch.d
 class Timeline:
     """One training step of a chain: bytes by category after every op (``samples``), the peak of
     all bytes, and the closed form of the peak activation bytes (``closed_form``,
-    `labkit.memory.checkpointing.chain_peak_bytes`; None for a learner's own function)."""
+    `labkit.memory.activation_checkpointing.chain_peak_bytes`; None for a learner's own function)."""
 
     n_layers: int
     segment: int | None
@@ -161,7 +160,7 @@ def _block(t: torch.Tensor) -> int:
     return -(-t.untyped_storage().nbytes() // 512) * 512
 
 
-def cuda_peak_table(cfg: GPTConfig = SMALL, batch_size: int = 8) -> Table:
+def cuda_peak_table(cfg: GPTConfig = MEMORY_GPT, batch_size: int = 8) -> Table:
     """On a CUDA GPU: one Adam step of our GPT (forward, backward, step) tracked by MemoryTracker,
     next to the CUDA caching allocator's own peak (``torch.cuda.max_memory_allocated``). The
     allocator reads higher, mostly because of the **cuBLAS workspace**: the first matrix multiply
@@ -206,6 +205,18 @@ def cuda_peak_table(cfg: GPTConfig = SMALL, batch_size: int = 8) -> Table:
     ratio = f"{allocator / tracker.peak_bytes:.1f}" if tracker.peak_bytes else "-"
     return Table(["count", "peak bytes"], rows, title=f"GPT step on {torch.cuda.get_device_name()}: "
                                                       f"allocator / tracker = {ratio}")
+
+
+def checkpoint_widget(n_layers: int = 8, width: int = 16, batch_size: int = 64):
+    """Play + slider over activation checkpointing's segment length k = none, 1, 2, ..., N: one
+    step's memory timeline each (`step_timeline`, all computed first), drawn by `viz.memory`."""
+    from labkit.viz.memory import checkpoint_frame
+    from labkit.viz.player import player
+
+    timelines = [step_timeline(n_layers, None, width, batch_size)] + \
+        [step_timeline(n_layers, k, width, batch_size) for k in range(1, n_layers + 1)]
+    ymax = max(t.peak for t in timelines) / 1024 * 1.25
+    return player(lambda i: checkpoint_frame(timelines, i, ymax), len(timelines), description="k")
 
 
 # ---------------------------------------------------------------------- check your work
@@ -266,7 +277,7 @@ def block_bytes_picture(fn):
     from labkit.memory.estimate import gpt_layer_saved_bytes
 
     rows = []
-    for cfg, b, e in ((SMALL, 4, 2), (GPTConfig(hidden=4096, heads=32, seq_len=2048, vocab=8), 1, 2),
+    for cfg, b, e in ((MEMORY_GPT, 4, 2), (GPTConfig(hidden=4096, heads=32, seq_len=2048, vocab=8), 1, 2),
                       (GPTConfig(hidden=12288, heads=96, seq_len=2048, vocab=8), 1, 2)):
         for policy in ("none", "selective", "full"):
             yours = fn(b, cfg.seq_len, cfg.hidden, cfg.heads, cfg.mlp_ratio, e, policy)

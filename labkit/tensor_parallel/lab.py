@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from labkit.dist import RankError, device, launch
-from labkit.model import GPT, GPTConfig, batch
+from labkit.model import GPT, TENSOR_PARALLEL_GPT, GPTConfig, batch
 from labkit.table import Table
 from labkit.tensor_parallel.activations import saved_bytes
 from labkit.tensor_parallel.comm import count_collectives
@@ -26,7 +26,6 @@ from labkit.tensor_parallel.experts import ExpertParallelMoE, MoE, MoEConfig, al
 from labkit.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
 from labkit.tensor_parallel.parallelize import parallelize
 
-SMALL = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=32)
 B = 2
 
 
@@ -46,7 +45,7 @@ def _model_rank(rank, world, cfg, sp):
     return loss.item(), fwd, bwd
 
 
-def model_table(worlds=(1, 2, 4), sequence_parallel: bool = False, cfg: GPTConfig = SMALL) -> Table:
+def model_table(worlds=(1, 2, 4), sequence_parallel: bool = False, cfg: GPTConfig = TENSOR_PARALLEL_GPT) -> Table:
     """Loss of parallelize(GPT) vs the unsplit model (float64) and the collectives of one step,
     counted: those of b·s·h elements, and the loss's small ones."""
     model = GPT(cfg, seed=0, dtype=torch.float64)
@@ -108,7 +107,7 @@ def _sp_rank(rank, world, cfg):
     return out
 
 
-def sp_table(worlds=(2, 4), cfg: GPTConfig = SMALL) -> Table:
+def sp_table(worlds=(2, 4), cfg: GPTConfig = TENSOR_PARALLEL_GPT) -> Table:
     """Plain TP vs sequence parallel per rank: bytes sent in one step, and bytes the LayerNorms save
     for backward (measured with saved-tensor hooks)."""
     rows = []
@@ -146,9 +145,9 @@ def moe_table(factors=(0.5, 1.0, 1.25, 2.0), world: int = 2, tokens: int = 32) -
 # --------------------------------------------------------------------------- check your work
 
 def _run_exercise(exercise: str, attr: str, fn, world: int = 2):
-    """The grader's own harness (trusted code) run on ``world`` ranks with the learner's function
-    (and labkit's f and g for the operator not being checked)."""
-    from labkit.grading.harness import _tp_rank
+    """The ranks the grader's harness runs (`tensor_parallel.check`), on ``world`` ranks with the
+    learner's function (and labkit's f and g for the operator not being checked)."""
+    from labkit.tensor_parallel.check import exercise_rank
     from labkit.tensor_parallel.comm import copy_to_tp, reduce_from_tp
 
     shim = types.SimpleNamespace(copy_to_tp=copy_to_tp, reduce_from_tp=reduce_from_tp)
@@ -159,7 +158,7 @@ def _run_exercise(exercise: str, attr: str, fn, world: int = 2):
             "ce": {"logits": 4 * g(7, 7, 12), "targets": torch.arange(7) * 5 % 12, "scale": 1.0}}
     case["row"] = case["column"]
     try:
-        return case[exercise], launch(_tp_rank, world, shim, exercise, [case[exercise]], backend="gloo",
+        return case[exercise], launch(exercise_rank, world, shim, exercise, [case[exercise]], backend="gloo",
                                       timeout=60, quiet=True)
     except RankError as e:
         if e.exc_type == "NotImplementedError":

@@ -2,9 +2,9 @@
 
 ``timeline_figure(timeline)`` draws a `labkit.memory.lab.Timeline` (parameters, gradients,
 optimizer states and activations after every op; forward / backward / step shaded; the peak
-marked). ``checkpoint_widget(n_layers)`` steps through segment lengths k of activation
-checkpointing (frames precomputed by `labkit.memory.lab.step_timeline`): watch the activation
-hill flatten and the peak move.
+marked). ``checkpoint_frame(timelines, i, ymax)`` is one frame of
+`labkit.memory.lab.checkpoint_widget`, which steps through segment lengths k of activation
+checkpointing (timelines precomputed there): watch the activation hill flatten and the peak move.
 """
 from __future__ import annotations
 
@@ -54,17 +54,6 @@ def checkpoint_label(timeline) -> str:
 def checkpoint_frame(timelines, i: int, ymax: float):
     """The widget's pure render: frame ``i`` of the precomputed timelines, on a common y scale."""
     return timeline_figure(timelines[i], checkpoint_label(timelines[i]), ymax)
-
-
-def checkpoint_widget(n_layers: int = 8, width: int = 16, batch_size: int = 64):
-    """Play + slider over k = none, 1, 2, ..., N (one precomputed step each)."""
-    from labkit.memory.lab import step_timeline
-    from labkit.viz.player import player
-
-    timelines = [step_timeline(n_layers, None, width, batch_size)] + \
-        [step_timeline(n_layers, k, width, batch_size) for k in range(1, n_layers + 1)]
-    ymax = max(t.peak for t in timelines) / 1024 * 1.25
-    return player(lambda i: checkpoint_frame(timelines, i, ymax), len(timelines), description="k")
 
 
 def wall_figure(rows, envelope, year: int):

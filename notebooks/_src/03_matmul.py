@@ -27,7 +27,7 @@ import numpy as np
 import labkit  # noqa: F401  (sets up the environment)
 from labkit.claims import claim
 from labkit.grading.check import check_your_work
-from labkit.matmul import gpu_model as G
+from labkit.matmul import thread_model as G
 from labkit.matmul import lab
 from labkit.matmul import traffic as T
 from labkit.show import show
@@ -247,7 +247,7 @@ tiled_player("register", 5, 4, 6, v1=2, v2=3, v3=2)
 # %% [markdown]
 # ## 6. GPU kernels v1 → v3: a thread-level model
 #
-# On a GPU each thread computes part of C. `labkit.matmul.gpu_model` runs four kernels thread by
+# On a GPU each thread computes part of C. `labkit.matmul.thread_model` runs four kernels thread by
 # thread (pure numpy, small N) and counts every load a thread issues. Here they are as CUDA-like
 # pseudo-code — each `A[..]`/`B[..]` is a global-memory load, each `sA[..]`/`sB[..]` a shared-memory
 # load:
@@ -271,7 +271,7 @@ print(f"N={N}, V={V}, L={L}, S={S}")
 print(row("kernel", "threads", "global rd", "formula", "expression", "shared rd", "2N^3/V", "C ok", w=10, wide=(4,)))
 ok, reads = [], {}
 for k in G.KERNELS:
-    C, t = G.simulate(k, A, B, V=V, L=L, S=S)
+    C, t = G.run_thread_model(k, A, B, V=V, L=L, S=S)
     f = G.gpu_formula(k, N, V, L, S)
     ok.append(t.counts() == f and (C == A @ B).all())
     reads[k] = t.global_reads

@@ -119,7 +119,7 @@ claim("on 8 ranks a ring sends 1.75·S per rank; the unpipelined tree's root mov
 # %%
 bt = lab.bucket_table(cap_mb=0.004)
 print(bt)
-small_params = list(GPT(lab.SMALL).parameters())
+small_params = list(GPT(lab.DATA_PARALLEL_GPT).parameters())
 claim("the small model has 28 parameters; PyTorch's DDP forms exactly our buckets",
       len(small_params) == 28 and bt.title.endswith("True") and all(bt.column("PyTorch has it")),
       f"{len(bt.rows)} buckets")

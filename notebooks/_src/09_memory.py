@@ -35,7 +35,8 @@ import torch
 import labkit
 from labkit.claims import claim, claim_between, claim_close
 from labkit.grading.check import check_your_work
-from labkit.memory import accumulation, checkpointing, lab, mixed_precision, offload, quantize, recompute
+from labkit.memory import accumulation, lab, mixed_precision, offload, quantize, recompute
+from labkit.memory import activation_checkpointing as checkpointing
 from labkit.memory.estimate import activation_bytes_per_layer, gpt_layer_saved_bytes
 from labkit.memory.tracker import MemoryTracker
 from labkit.model import GPTConfig
@@ -188,7 +189,7 @@ lab.wall_player()
 # step?
 
 # %%
-V.checkpoint_widget(n_layers=8)
+lab.checkpoint_widget(n_layers=8)
 
 # %% [markdown]
 # Frame 1 is the plain step (the peak here is of all bytes; the title gives the activations'

@@ -36,6 +36,7 @@ from labkit.cluster import lab as CL
 from labkit.claims import claim, claim_between, claim_close
 from labkit.grading.check import check_your_work
 from labkit.parallel3d import grid as G
+from labkit.parallel3d import lab as grid_lab
 from labkit.parallel3d.train import train_step
 from labkit.planner import calibrate, lab
 from labkit.planner.cost import selene
@@ -107,8 +108,8 @@ show(train_step)
 # of the tied weight stay *exactly* equal?
 
 # %%
-runs = lab.run_grids()
-equivalence = lab.equivalence_table(runs)
+runs = grid_lab.run_grids()
+equivalence = grid_lab.equivalence_table(runs)
 print(equivalence)
 sgd = [row[4] for row in equivalence.rows if row[3] == "sgd"]
 adamw = [row[4] for row in equivalence.rows if row[3] == "adamw"]
@@ -129,7 +130,7 @@ claim("the copies that must be equal are equal to the bit", all(row[5] == 0 for 
 # The bytes counted on every rank equal the closed forms of `labkit.parallel3d.comm_bytes`:
 
 # %%
-counted = lab.counted_bytes_table(runs[0])
+counted = grid_lab.counted_bytes_table(runs[0])
 print(counted)
 claim("the bytes counted on every rank equal the closed forms",
       all(row[1] == row[2] and row[3] == row[4] for row in counted.rows), f"{len(counted.rows)} dimensions")
@@ -140,7 +141,7 @@ claim("the bytes counted on every rank equal the closed forms",
 # two dp replicas run side by side until their gradient all-reduce at the end.
 
 # %% tags=["nbval-ignore-output"]
-display(HTML(figure_to_html(V.timeline_figure(lab.timeline_of(runs[0])))))
+display(HTML(figure_to_html(V.timeline_figure(grid_lab.timeline_of(runs[0])))))
 
 # %% [markdown]
 # On 2 cores, 8 processes take turns, so the picture is stretched; the order of events is the

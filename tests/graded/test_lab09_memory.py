@@ -5,7 +5,7 @@ Linear+Tanh(+Dropout) layers (labkit.grading.harness.lab09_checkpoint); the judg
 chain with the same seed itself. Recomputing the same ops gives the same numbers: gradients are
 compared to 1e-12 (dropout with the wrong masks is off by O(1)). Peak activation bytes must stay
 within one (B, w) tensor of the every-segment closed form (S + k + 2)·a + g + 2e
-(labkit.memory.checkpointing.chain_peak_bytes), far below keeping everything, (N + 2)·a + g + 2e;
+(labkit.memory.activation_checkpointing.chain_peak_bytes), far below keeping everything, (N + 2)·a + g + 2e;
 the extra FLOPs must be more than none and at most one forward.
 
 ``block_activation_bytes`` is compared exactly with labkit's closed form on random sizes, and
@@ -23,12 +23,12 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from labkit.grading.static import Policy
-from labkit.memory.checkpointing import chain_peak_bytes, make_chain
+from labkit.memory.activation_checkpointing import chain_peak_bytes, make_chain
 from labkit.memory.estimate import gpt_layer_saved_bytes
 from labkit.model import GPT, GPTConfig, batch
 
-POLICY = Policy(references=("labkit.memory.checkpointing.checkpoint_segment",
-                            "labkit.memory.checkpointing.checkpointed_chain",
+POLICY = Policy(references=("labkit.memory.activation_checkpointing.checkpoint_segment",
+                            "labkit.memory.activation_checkpointing.checkpointed_chain",
                             "labkit.memory.estimate.gpt_layer_saved_bytes",
                             "labkit.memory.inference.forward_only_peak",
                             "labkit.memory.inference.kv_cache_bytes_per_token"),

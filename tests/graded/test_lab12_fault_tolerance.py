@@ -26,7 +26,8 @@ from labkit.checkpoint.hierarchical import check_peers
 from labkit.checkpoint.interval import expected_wall_time, simulate_job
 from labkit.grading.static import Policy
 
-POLICY = Policy(references=("labkit.checkpoint.io.save", "labkit.checkpoint.state.rng_state",
+POLICY = Policy(references=("labkit.checkpoint.io.save", "labkit.checkpoint.save", "labkit.checkpoint.young_interval",
+                            "labkit.checkpoint.state.rng_state",
                             "labkit.checkpoint.state.set_rng_state", "labkit.checkpoint.interval.young_interval",
                             "labkit.checkpoint.interval.simulate_job", "labkit.checkpoint.abft.detect",
                             "labkit.checkpoint.abft.syndrome", "labkit.checkpoint.hierarchical.peer_ranks"))
