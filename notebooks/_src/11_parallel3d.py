@@ -970,7 +970,8 @@ claim("the planner's partition DP finds BLOOM's published split",
 # best plan's parallelism in words:
 
 # %%
-from labkit.planner import Plan, search, why_not
+from labkit.planner import Plan, why_not
+from labkit.planner.search import search
 from labkit.planner.grid import worst_span
 from labkit.planner.guide import CASES, describe
 from labkit.planner.memory import GiB, memory_per_gpu
