@@ -204,8 +204,8 @@ for name, v in measured.variants.items():
 vv = measured.variants
 claim("bucketing sends 4 all-reduces where the other two send 52",
       [len(vv[k].events) for k in ("naive", "per-parameter", "bucketed")] == [52, 52, 4])
-claim("bucketed leaves less communication after backward than naive",
-      vv["bucketed"].wait < vv["naive"].wait, f"{vv['bucketed'].wait * 1e3:.1f} vs {vv['naive'].wait * 1e3:.1f} ms")
+# how long each waits after backward depends on whether gloo's thread got a core during it (below)
+print(f"wait after backward: bucketed {vv['bucketed'].wait * 1e3:.1f} ms, naive {vv['naive'].wait * 1e3:.1f} ms")
 
 # %% [markdown]
 # How to read it: the three variants ran their steps in turn (interleaved, so a burst of load from
