@@ -540,8 +540,8 @@ claim_between("about 0.009 on average", -d["mean"], 0.006, 0.012)
 
 # %% [markdown]
 # QAT's int4 model ends below the control's in each of the five, by about 0.009 on average: it
-# learned weights that survive rounding. (The seeds vary the fine-tuning batches of one trained
-# model; the trained model itself is the same.)
+# learned weights that survive rounding. (The five runs differ only in the fine-tuning batches
+# drawn for one trained model; the trained model itself is the same.)
 #
 # ## 10. Worked problems
 #
