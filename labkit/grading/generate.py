@@ -1,0 +1,272 @@
+"""Write ``exercises/labNN_*.py`` (stubs) and ``solutions/labNN_*.py`` (answers) from labkit.
+
+Every graded function is written once, in labkit, with its answer between solution markers
+(nbgrader/otter style) and its hint beside it::
+
+    def attainable_flops(intensity, peak_flops, peak_bandwidth):
+        \"\"\"The roofline: ... (the learner's specification: what, units, shapes)\"\"\"
+        # BEGIN SOLUTION
+        # HINT: the lower of two roofs, the compute peak and intensity × bandwidth (min)
+        return min(peak_flops, intensity * peak_bandwidth)
+        # END SOLUTION
+
+- Inside a function the block runs from just after the docstring to the end of the body: the
+  stub is the signature, the docstring and ``raise NotImplementedError("hint: <HINT>")``, which is
+  what ``check_your_work`` recognises as an untouched stub. ``# HINT:`` lines (one or more, joined
+  by spaces) come first in the block; a hint names the idea and the API, not the code.
+- At module level, a block (``# BEGIN SOLUTION`` ... ``# END SOLUTION`` at column 0) holds
+  definitions only the answer needs (an autograd Function, a helper): a manifest item inside one
+  goes to the solutions file only. Any labkit definition inside a block is answer-bearing and is
+  denied to submissions, listed or not.
+- The marked function has exactly the learner's contract. Teaching-only hardening (argument
+  checks with one-line errors, devices, a richer production API) lives in a separately named
+  function outside the markers that calls the marked one.
+
+A lab's *manifest* (`LABS` in labkit/grading/manifests.py) gives the generated module's docstring, its imports (the same
+text in both files; exercises add ``# noqa: F401``) and the labkit definitions it is made of, in
+order, as dotted paths. From the markers and the manifest come:
+
+- ``exercises/<lab>.py`` and ``solutions/<lab>.py`` (``python -m labkit.grading.generate``, or
+  ``make exercises``; ``--check`` exits 1 naming stale files). tests/test_grading.py regenerates
+  both in memory and compares them byte for byte with the committed files.
+- `references(lab)`: ``Policy.references`` of the lab's graded tests, every answer-bearing
+  definition in the modules the lab draws from (the grading worker replaces each, wherever labkit
+  holds it, by a function that raises).
+
+**Adding an exercise** (a few minutes):
+
+1. In the labkit module that teaches it, write the function with the learner's signature and the
+   specification as its docstring; put the whole body between ``# BEGIN SOLUTION`` and
+   ``# END SOLUTION`` with a ``# HINT:`` line first. The body may use only what the lab's file
+   imports (its manifest's ``imports``; labkit names the lab's Policy allows) and other items of
+   the manifest. Helpers only the answer uses go in a module-level solution block.
+2. Add its dotted path to the lab's manifest ``items`` (helpers before their users); add any import
+   it needs to ``imports``.
+3. ``make exercises`` and commit labkit, exercises/ and solutions/ together; write the graded test
+   (``@pytest.mark.graded(points=..., exercise="name")``) and a known-wrong case.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from labkit.grading.manifests import LABS, Lab
+from labkit.show import BEGIN_SOLUTION as BEGIN, END_SOLUTION as END, HINT, is_marker
+
+ROOT = Path(__file__).resolve().parents[2]   # the course root (labkit/, exercises/, solutions/)
+NOQA = "  # noqa: F401"
+
+
+
+
+class MarkerError(ValueError):
+    """A solution marker is misplaced (one line naming the file and line)."""
+
+
+# ---------------------------------------------------------------- reading labkit's sources
+
+@dataclass(frozen=True)
+class _Def:
+    name: str
+    lines: tuple[str, ...]   # the definition's source lines (decorators first), no newlines
+    graded: bool             # has a solution block in its body
+    hidden: bool             # lies inside a module-level solution block
+
+
+@lru_cache(maxsize=None)
+def _module_defs(module: str) -> dict[str, _Def]:
+    """Top-level definitions of labkit module ``module`` (dotted), read from its source file."""
+    path = _module_path(module)
+    text = path.read_text()
+    lines = text.splitlines()
+    blocks = _module_blocks(lines, path)
+    defs = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            end = node.end_lineno   # the AST ends at the last statement: take trailing comments too
+            while end < len(lines) and lines[end].strip().startswith("#") and \
+                    len(lines[end]) - len(lines[end].lstrip()) > node.col_offset:
+                end += 1
+            body = tuple(lines[first:end])
+            hidden = any(a < first and end - 1 < b for a, b in blocks)
+            graded = any(_is(ln, BEGIN) for ln in body[1:]) and not hidden
+            defs[node.name] = _Def(node.name, body, graded, hidden)
+    return defs
+
+
+def _is(line: str, marker: str) -> bool:
+    return is_marker(line) and line.strip().startswith(marker)
+
+
+def _module_path(module: str) -> Path:
+    base = ROOT.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _module_blocks(lines: list[str], path: Path) -> list[tuple[int, int]]:
+    """(begin, end) line indexes of the column-0 solution blocks."""
+    blocks, start = [], None
+    for i, ln in enumerate(lines):
+        if is_marker(ln) and ln.startswith(BEGIN):
+            if start is not None:
+                raise MarkerError(f"{path}:{i + 1}: {BEGIN} inside another block")
+            start = i
+        elif is_marker(ln) and ln.startswith(END):
+            if start is None:
+                raise MarkerError(f"{path}:{i + 1}: {END} without {BEGIN}")
+            blocks.append((start, i))
+            start = None
+    if start is not None:
+        raise MarkerError(f"{path}:{start + 1}: {BEGIN} is never closed")
+    return blocks
+
+
+def _split(path: str) -> tuple[str, str]:
+    module, name = path.rsplit(".", 1)
+    return module, name
+
+
+def _item(item: str) -> tuple[_Def, str]:
+    """The definition an item names, and the name it has in the generated files."""
+    path, _, alias = item.partition(" as ")
+    module, name = _split(path)
+    try:
+        return _module_defs(module)[name], alias or name
+    except KeyError:
+        raise MarkerError(f"{path}: no top-level definition {name!r} in {module}") from None
+
+
+def _renames(lab: Lab) -> dict[str, str]:
+    """{labkit name: generated name} for the items the manifest renames (``path as name``)."""
+    return {_split(i.partition(" as ")[0])[1]: i.partition(" as ")[2] for i in lab.items if " as " in i}
+
+
+# ---------------------------------------------------------------- writing the two files
+
+def _render(d: _Def, stub: bool, where: str) -> list[str] | None:
+    """The definition as it appears in the exercises (``stub``) or solutions file; None when it is
+    left out (a hidden helper in the exercises file)."""
+    if d.hidden:
+        return None if stub else list(d.lines)
+    if not d.graded:
+        return list(d.lines)
+    out, i, lines = [], 0, d.lines
+    while i < len(lines):
+        ln = lines[i]
+        if not _is(ln, BEGIN):
+            if is_marker(ln):
+                raise MarkerError(f"{where}: {ln.strip()!r} outside a solution block")
+            out.append(ln)
+            i += 1
+            continue
+        indent = ln[:len(ln) - len(ln.lstrip())]
+        j, hint = i + 1, []
+        while j < len(lines) and lines[j].strip().startswith(HINT):
+            hint.append(lines[j].strip()[len(HINT):].strip())
+            j += 1
+        k = j
+        while k < len(lines) and not _is(lines[k], END):
+            k += 1
+        if k == len(lines):
+            raise MarkerError(f"{where}: {BEGIN} is never closed")
+        if not hint:
+            raise MarkerError(f"{where}: a solution block needs a {HINT} line first")
+        if any(ln.strip() for ln in lines[k + 1:]):
+            raise MarkerError(f"{where}: the solution block must end the function's body")
+        if stub:
+            out.append(f"{indent}raise NotImplementedError({_quoted('hint: ' + ' '.join(hint))})")
+        else:
+            out.extend(lines[j:k])
+        i = k + 1
+    return out
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a double-quoted Python string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _docstring(lab: Lab, stub: bool) -> str:
+    what = ("Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API)."
+            if stub else "Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.")
+    return '"""' + "\n\n".join(p for p in (lab.title + ".", what, lab.doc.strip()) if p) + '\n"""'
+
+
+def render(name: str, stub: bool) -> str:
+    """The text of ``exercises/<name>.py`` (``stub``) or ``solutions/<name>.py``."""
+    lab = LABS[name]
+    imports = [ln if not stub or ln.startswith("from __future__") else ln + NOQA for ln in lab.imports]
+    text = _docstring(lab, stub) + "\n" + "".join(ln + "\n" for ln in imports)
+    renames = _renames(lab)
+    for item in lab.items:
+        block = _render(_item(item)[0], stub, item)
+        if block is not None:
+            text += "\n\n" + _rename("\n".join(block), renames) + "\n"
+    return text
+
+
+def _rename(text: str, renames: dict[str, str]) -> str:
+    for old, new in renames.items():
+        text = re.sub(rf"(?<![\w.]){re.escape(old)}\b", new, text)
+    return text
+
+
+def references(name: str) -> tuple[str, ...]:
+    """Dotted paths of every answer-bearing labkit definition in the modules lab ``name`` draws
+    from: graded functions and everything inside module-level solution blocks."""
+    modules = dict.fromkeys(_split(i.partition(" as ")[0])[0] for i in LABS[name].items)
+    return tuple(f"{m}.{d.name}" for m in modules for d in _module_defs(m).values() if d.graded or d.hidden)
+
+
+def stubs(name: str) -> dict[str, str]:
+    """{exercise name: dotted path of its marked labkit function} for lab ``name``."""
+    out = {}
+    for item in LABS[name].items:
+        d, as_name = _item(item)
+        if d.graded:
+            out[as_name] = item.partition(" as ")[0]
+    return out
+
+
+def targets(name: str) -> dict[Path, str]:
+    """{file: its current text} for lab ``name``."""
+    return {ROOT / "exercises" / f"{name}.py": render(name, True),
+            ROOT / "solutions" / f"{name}.py": render(name, False)}
+
+
+def stale(names=None) -> list[Path]:
+    """Generated files whose committed text differs from what the manifests give now."""
+    return [p for n in (names or LABS) for p, text in targets(n).items()
+            if not p.exists() or p.read_text() != text]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit.grading.generate", description=__doc__.splitlines()[0])
+    parser.add_argument("labs", nargs="*", help="lab modules (e.g. lab07_tensor_parallel); default: all")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 naming stale files")
+    args = parser.parse_args(argv)
+    names = args.labs or list(LABS)
+    unknown = [n for n in names if n not in LABS]
+    if unknown:
+        print(f"generate: no manifest for {', '.join(unknown)} (known: {', '.join(LABS)})", file=sys.stderr)
+        return 2
+    if args.check:
+        old = stale(names)
+        for p in old:
+            print(f"stale: {p.relative_to(ROOT)} (run make exercises)")
+        return 1 if old else 0
+    for n in names:
+        for p, text in targets(n).items():
+            if not p.exists() or p.read_text() != text:
+                p.write_text(text)
+                print(f"wrote {p.relative_to(ROOT)}")
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())

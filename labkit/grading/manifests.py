@@ -1,0 +1,49 @@
+"""What each lab's ``exercises/`` and ``solutions/`` file is made of (see `labkit.grading.generate`).
+
+One `Lab` per graded module: the generated module docstring (``title`` and ``doc``), its imports
+(the same lines in both files) and, in order, the dotted paths of the labkit definitions it holds.
+The answers themselves live in labkit between solution markers; nothing here is code to grade.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Lab:
+    """One lab's generated module: ``title`` (the docstring's first line without its ending, e.g.
+    "Lab 07 exercises: tensor parallelism"), ``doc`` (the docstring's other paragraphs), ``imports``
+    (import lines, in order), ``items`` (dotted paths of labkit functions/classes, in order;
+    ``"labkit.x._name as name"`` gives a definition another name in the generated files, as when
+    labkit's public ``name`` is the checked wrapper around the marked ``_name``)."""
+
+    title: str
+    doc: str
+    imports: tuple[str, ...]
+    items: tuple[str, ...]
+
+
+LABS: dict[str, Lab] = {}
+
+LABS["lab01_roofline"] = Lab(
+    title="Lab 01 exercises: arithmetic intensity, the roofline, MFU/HFU",
+    doc="""
+Conventions (as in the notebook): one FLOP per add/multiply; bytes moved are
+the compulsory traffic (each operand read once, each result written once per
+kernel); arithmetic intensity = FLOPs / bytes.
+""",
+    imports=(),
+    items=("labkit.roofline.model.matmul_intensity", "labkit.roofline.model.chain_intensity",
+           "labkit.roofline.model._attainable_flops as attainable_flops", "labkit.roofline.model.mfu_hfu"),
+)
+
+LABS["lab02_strides"] = Lab(
+    title="Lab 02 exercises: strided views as (shape, strides, offset), all counted in elements",
+    doc="""
+Element [i0, i1, ...] of a view is at storage position offset + sum(i_d * strides[d]).
+Shapes and strides are tuples of ints; the functions return tuples.
+""",
+    imports=(),
+    items=("labkit.strides.slice_view", "labkit.strides.permute_view",
+           "labkit.strides._is_contiguous as is_contiguous", "labkit.strides._view_strides as view_strides"),
+)
