@@ -1,12 +1,14 @@
 """Lab 03 exercises: tiled matrix multiplication with load counting.
 
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
+
 Conventions (the same as labkit.matmul): A is M x K, B is K x N, C = A @ B is M x N.
 Tile sizes need not divide the matrix sizes: the last tile along a dimension is
 smaller, and you count only the elements really loaded. Traffic is counted in
 elements with `labkit.matmul.Traffic(a_reads, b_reads, c_writes)`.
 Grade with ``python -m labkit.grade --lab 03`` (or ``make grade LAB=03``).
 """
-import numpy as np  # noqa: F401  (you will need these)
+import numpy as np  # noqa: F401
 
 from labkit.matmul import Traffic, TwoLevelTraffic  # noqa: F401
 
@@ -24,8 +26,7 @@ def cache_tiled(A, B, b1, b2):
     Returns (C, traffic): C the (M, N) float64 product, traffic a labkit.matmul.Traffic.
     Raise ValueError if A.shape[1] != B.shape[0] or a tile size is < 1.
     """
-    raise NotImplementedError("hint: loop i over range(0, M, b1) and j over range(0, N, b2); "
-                              "A[i:i + b1] is automatically shorter at the edge, and .size counts what was loaded")
+    raise NotImplementedError("hint: keep each row block of A for the whole sweep over B's column blocks; numpy slices clip the last tile for you, and .size counts what a tile really holds.")
 
 
 def register_tiled(A, B, v1, v2, v3):
@@ -43,8 +44,7 @@ def register_tiled(A, B, v1, v2, v3):
     Returns (C, traffic): C the (M, N) float64 product, traffic a labkit.matmul.Traffic.
     Raise ValueError if A.shape[1] != B.shape[0] or a tile size is < 1.
     """
-    raise NotImplementedError("hint: three loops (i by v1, j by v2, k by v3); each A tile is reloaded "
-                              "for every column tile of C, so a_reads comes out as M*K*ceil(N/v2)")
+    raise NotImplementedError("hint: the C tile is an accumulator that stays put while the k loop streams tiles of A and B past it; it is written once, after the last k block.")
 
 
 def tiled(A, B, b1, b2, v1, v2):
@@ -64,5 +64,4 @@ def tiled(A, B, b1, b2, v1, v2):
     labkit.matmul.TwoLevelTraffic(dram=Traffic for DRAM -> L1, l1=Traffic for L1 -> registers).
     Raise ValueError if A.shape[1] != B.shape[0] or a tile size is < 1.
     """
-    raise NotImplementedError("hint: start from your cache_tiled loop; inside it run register tiles over "
-                              "the b1 x b2 block (range(0, rows_in_block, v1)); keep one Traffic per level")
+    raise NotImplementedError("hint: nest register tiles inside each cache block: two Traffic counters, one per level; a register tile never crosses its block's edge.")

@@ -1,5 +1,7 @@
 """Lab 03 exercises: tiled matrix multiplication with load counting.
 
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
 Conventions (the same as labkit.matmul): A is M x K, B is K x N, C = A @ B is M x N.
 Tile sizes need not divide the matrix sizes: the last tile along a dimension is
 smaller, and you count only the elements really loaded. Traffic is counted in

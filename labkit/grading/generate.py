@@ -201,7 +201,7 @@ def _docstring(lab: Lab, stub: bool) -> str:
 def render(name: str, stub: bool) -> str:
     """The text of ``exercises/<name>.py`` (``stub``) or ``solutions/<name>.py``."""
     lab = LABS[name]
-    imports = [ln if not stub or ln.startswith("from __future__") else ln + NOQA for ln in lab.imports]
+    imports = [ln if not stub or not ln or ln.startswith("from __future__") else ln + NOQA for ln in lab.imports]
     text = _docstring(lab, stub) + "\n" + "".join(ln + "\n" for ln in imports)
     renames = _renames(lab)
     for item in lab.items:

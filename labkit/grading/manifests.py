@@ -47,3 +47,17 @@ Shapes and strides are tuples of ints; the functions return tuples.
     items=("labkit.strides.slice_view", "labkit.strides.permute_view",
            "labkit.strides._is_contiguous as is_contiguous", "labkit.strides._view_strides as view_strides"),
 )
+
+LABS["lab03_matmul"] = Lab(
+    title="Lab 03 exercises: tiled matrix multiplication with load counting",
+    doc="""
+Conventions (the same as labkit.matmul): A is M x K, B is K x N, C = A @ B is M x N.
+Tile sizes need not divide the matrix sizes: the last tile along a dimension is
+smaller, and you count only the elements really loaded. Traffic is counted in
+elements with `labkit.matmul.Traffic(a_reads, b_reads, c_writes)`.
+Grade with ``python -m labkit.grade --lab 03`` (or ``make grade LAB=03``).
+""",
+    imports=("import numpy as np", "", "from labkit.matmul import Traffic, TwoLevelTraffic"),
+    items=("labkit.matmul.traffic._cache_tiled as cache_tiled", "labkit.matmul.traffic._register_tiled as register_tiled",
+           "labkit.matmul.traffic._tiled as tiled"),
+)
