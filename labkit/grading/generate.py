@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import ast
 import re
+import textwrap
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -75,7 +76,7 @@ class _Def:
     name: str
     lines: tuple[str, ...]   # the definition's source lines (decorators first), no newlines
     graded: bool             # has a solution block in its body
-    hidden: bool             # lies inside a module-level solution block
+    hidden: str              # the BEGIN line of the module-level solution block it lies in ("" if none)
 
 
 @lru_cache(maxsize=None)
@@ -94,7 +95,7 @@ def _module_defs(module: str) -> dict[str, _Def]:
                     len(lines[end]) - len(lines[end].lstrip()) > node.col_offset:
                 end += 1
             body = tuple(lines[first:end])
-            hidden = any(a < first and end - 1 < b for a, b in blocks)
+            hidden = next((lines[a] for a, b in blocks if a < first and end - 1 < b), "")
             graded = any(_is(ln, BEGIN) for ln in body[1:]) and not hidden
             defs[node.name] = _Def(node.name, body, graded, hidden)
     return defs
@@ -180,6 +181,7 @@ def _render(d: _Def, stub: bool, where: str) -> list[str] | None:
         if any(ln.strip() for ln in lines[k + 1:]):
             raise MarkerError(f"{where}: the solution block must end the function's body")
         if stub:
+            _check_before_block(lines[:i], where)
             out.append(f"{indent}raise NotImplementedError({_quoted('hint: ' + ' '.join(hint))})")
         else:
             out.extend(lines[j:k])
@@ -190,6 +192,17 @@ def _render(d: _Def, stub: bool, where: str) -> list[str] | None:
 def _quoted(text: str) -> str:
     """``text`` as a double-quoted Python string literal."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _check_before_block(head, where: str) -> None:
+    """What precedes a function's solution block must be its whole header and docstring."""
+    text = textwrap.dedent("\n".join(head)) + "\n    pass\n"
+    try:
+        fn = ast.parse(text).body[0]
+    except SyntaxError:
+        raise MarkerError(f"{where}: {BEGIN} must follow the function's signature and docstring") from None
+    if not ast.get_docstring(fn) or len(fn.body) != 2:
+        raise MarkerError(f"{where}: a graded function needs a docstring (the specification), then {BEGIN}")
 
 
 def _docstring(lab: Lab, stub: bool) -> str:
@@ -218,10 +231,27 @@ def _rename(text: str, renames: dict[str, str]) -> str:
 
 
 def references(name: str) -> tuple[str, ...]:
-    """Dotted paths of every answer-bearing labkit definition in the modules lab ``name`` draws
-    from: graded functions and everything inside module-level solution blocks."""
-    modules = dict.fromkeys(_split(i.partition(" as ")[0])[0] for i in LABS[name].items)
-    return tuple(f"{m}.{d.name}" for m in modules for d in _module_defs(m).values() if d.graded or d.hidden)
+    """Dotted paths of every answer-bearing labkit definition of lab ``name``: in the modules its
+    manifest draws from, the graded functions and everything in module-level solution blocks; in
+    other labkit modules, what lies in a block whose BEGIN line names the lab (e.g.
+    ``# BEGIN SOLUTION (lab04_triton: the production kernel)``)."""
+    own = dict.fromkeys(_split(i.partition(" as ")[0])[0] for i in LABS[name].items)
+    out = [f"{m}.{d.name}" for m in own for d in _module_defs(m).values() if d.graded or d.hidden]
+    for m in _modules_naming(name):
+        if m not in own:
+            out += [f"{m}.{d.name}" for d in _module_defs(m).values() if re.search(rf"\b{name}\b", d.hidden)]
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def _modules_naming(name: str) -> tuple[str, ...]:
+    """labkit modules with a module-level solution block whose BEGIN line names lab ``name``."""
+    found = []
+    for path in sorted((ROOT / "labkit").rglob("*.py")):
+        if any(ln.startswith(BEGIN) and re.search(rf"\b{name}\b", ln) for ln in path.read_text().splitlines()):
+            rel = path.relative_to(ROOT).with_suffix("")
+            found.append(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+    return tuple(found)
 
 
 def stubs(name: str) -> dict[str, str]:

@@ -61,3 +61,27 @@ Grade with ``python -m labkit.grade --lab 03`` (or ``make grade LAB=03``).
     items=("labkit.matmul.traffic._cache_tiled as cache_tiled", "labkit.matmul.traffic._register_tiled as register_tiled",
            "labkit.matmul.traffic._tiled as tiled"),
 )
+
+LABS["lab04_triton"] = Lab(
+    title="Lab 04 exercises: write the bodies of four Triton kernels",
+    doc="""
+Each exercise is a ``@triton.jit`` kernel; the Python wrapper below it (already
+complete) checks the inputs, allocates the output, picks the block size and
+launches the grid. Your kernels run in Triton's interpreter on a CPU
+(``import labkit`` sets TRITON_INTERPRET=1 before any kernel is defined) and
+compile unchanged on a GPU.
+
+Rules of thumb: every program computes its element indices from
+``tl.program_id``; any block that can run past the end of the data needs a
+mask on its loads *and* stores; reductions over masked lanes need a neutral
+``other=`` (0 for sums, -inf for maxima). The graded tests use sizes that are
+not block multiples and record every access: an out-of-bounds lane loses points
+even when the numbers come out right.
+
+Grade: ``python -m labkit.grade --lab 04`` (or ``make grade LAB=04``).
+""",
+    imports=("import labkit", "", "import torch", "import triton", "import triton.language as tl", "",
+             "from labkit.kernels.checks import check_same, check_tensor"),
+    items=tuple(f"labkit.kernels.simple.{n}" for n in (
+        "add_kernel", "add", "softmax_kernel", "softmax", "matmul_kernel", "matmul", "layernorm_kernel", "layernorm")),
+)
