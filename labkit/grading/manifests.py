@@ -85,3 +85,25 @@ Grade: ``python -m labkit.grade --lab 04`` (or ``make grade LAB=04``).
     items=tuple(f"labkit.kernels.simple.{n}" for n in (
         "add_kernel", "add", "softmax_kernel", "softmax", "matmul_kernel", "matmul", "layernorm_kernel", "layernorm")),
 )
+
+LABS["lab05_collectives"] = Lab(
+    title="Lab 05 exercises: collectives from point-to-point messages",
+    doc="""
+Rules for every function here:
+- it runs on every rank of an initialised process group (e.g. under
+  ``labkit.dist.launch``); get ``rank``/``world_size`` from torch.distributed;
+- move data only with ``labkit.collectives.exchange`` (isend/irecv underneath)
+  or ``dist.isend``/``dist.irecv`` — never ``dist.all_reduce``, ``dist.broadcast``
+  or any other built-in collective (the grader disables them);
+- the reduction is a sum, done in place in the tensor you are given;
+- return a ``CommStats`` for the calling rank (``exchange`` fills it in for you:
+  bytes_sent, bytes_received, messages, steps).
+""",
+    imports=("import torch", "import torch.distributed as dist", "",
+             "from labkit.collectives import CommStats, chunk_bounds, exchange"),
+    items=("labkit.collectives.ring._ring_reduce_scatter_chunks as ring_reduce_scatter_chunks",
+           "labkit.collectives.ring._ring_all_gather_chunks as ring_all_gather_chunks",
+           "labkit.collectives.ring._ring_all_reduce as ring_all_reduce",
+           "labkit.collectives.tree._tree_broadcast as tree_broadcast",
+           "labkit.collectives.recursive._recursive_doubling_all_reduce as recursive_doubling_all_reduce"),
+)
