@@ -107,3 +107,15 @@ Rules for every function here:
            "labkit.collectives.tree._tree_broadcast as tree_broadcast",
            "labkit.collectives.recursive._recursive_doubling_all_reduce as recursive_doubling_all_reduce"),
 )
+
+LABS["lab06_data_parallel"] = Lab(
+    title="Lab 06 exercises: data parallelism",
+    doc="""
+- ``bucket_indices``: which gradients travel together (PyTorch DDP's bucketing rule);
+- ``data_parallel_hooks``: DDP from backward hooks, one asynchronous all-reduce per parameter;
+- ``ssp_start_times``: the clock rule of a stale-synchronous parameter server.
+""",
+    imports=("import torch", "import torch.distributed as dist"),
+    items=("labkit.data_parallel.buckets.bucket_indices", "labkit.data_parallel.ddp.data_parallel_hooks",
+           "labkit.data_parallel.ssp._ssp_start_times as ssp_start_times"),
+)
