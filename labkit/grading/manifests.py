@@ -119,3 +119,24 @@ LABS["lab06_data_parallel"] = Lab(
     items=("labkit.data_parallel.buckets.bucket_indices", "labkit.data_parallel.ddp.data_parallel_hooks",
            "labkit.data_parallel.ssp._ssp_start_times as ssp_start_times"),
 )
+
+LABS["lab07_tensor_parallel"] = Lab(
+    title="Lab 07 exercises: tensor parallelism",
+    doc="""
+Every function runs on every rank of an initialised process group (e.g. under
+``labkit.dist.launch``); use ``dist.all_reduce`` for communication (sum unless stated), and make
+the backward pass right as well as the forward: the grader checks gradients.
+
+- ``copy_to_tp`` / ``reduce_from_tp``: Megatron's conjugate operators f and g;
+- ``column_parallel_linear`` / ``row_parallel_linear``: a linear layer split by output / input
+  features;
+- ``vocab_parallel_cross_entropy``: the loss over logits split by vocabulary, never gathered.
+""",
+    imports=("import torch", "import torch.distributed as dist"),
+    items=("labkit.tensor_parallel.comm._PlainCopyToTP", "labkit.tensor_parallel.comm._PlainReduceFromTP",
+           "labkit.tensor_parallel.comm._copy_to_tp as copy_to_tp",
+           "labkit.tensor_parallel.comm._reduce_from_tp as reduce_from_tp",
+           "labkit.tensor_parallel.layers.column_parallel_linear", "labkit.tensor_parallel.layers.row_parallel_linear",
+           "labkit.tensor_parallel.vocab._PlainVocabCE",
+           "labkit.tensor_parallel.vocab._vocab_parallel_cross_entropy as vocab_parallel_cross_entropy"),
+)
