@@ -154,3 +154,14 @@ Three pieces of the lab, each graded on its own:
     items=("labkit.pipeline.schedules._one_f_one_b", "labkit.pipeline.schedules.schedule_1f1b",
            "labkit.pipeline.simulate.bubble_fraction", "labkit.pipeline.executor.stage_backward"),
 )
+
+LABS["lab09_memory"] = Lab(
+    title="Lab 09 exercises: memory",
+    doc="""
+- ``checkpointed_forward``: activation checkpointing of a chain of layers, written by hand;
+- ``block_activation_bytes``: the bytes one block of the course's GPT keeps for backward.
+""",
+    imports=("from __future__ import annotations", "", "import math", "", "import torch"),
+    items=("labkit.memory.checkpointing._run", "labkit.memory.checkpointing._Segment",
+           "labkit.memory.checkpointing.checkpointed_forward", "labkit.memory.estimate.block_activation_bytes"),
+)

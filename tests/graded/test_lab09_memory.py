@@ -17,14 +17,13 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 from labkit.memory.checkpointing import chain_peak_bytes, make_chain
 from labkit.memory.estimate import gpt_layer_saved_bytes
 from labkit.model import GPT, GPTConfig, batch
 
-POLICY = Policy(references=("labkit.memory.checkpointing.checkpoint_segment",
-                            "labkit.memory.checkpointing.checkpointed_chain",
-                            "labkit.memory.estimate.gpt_layer_saved_bytes"),
+POLICY = Policy(references=references("lab09_memory"),
                 forbid_modules=("torch.utils.checkpoint",))
 TOL = 1e-12
 
