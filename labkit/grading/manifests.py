@@ -165,3 +165,22 @@ LABS["lab09_memory"] = Lab(
     items=("labkit.memory.checkpointing._run", "labkit.memory.checkpointing._Segment",
            "labkit.memory.checkpointing.checkpointed_forward", "labkit.memory.estimate.block_activation_bytes"),
 )
+
+LABS["lab10_zero"] = Lab(
+    title="Lab 10 exercises: ZeRO and FSDP",
+    doc="""
+- ``model_state_bytes``: what one rank holds at each ZeRO stage;
+- ``zero1_step``: a ZeRO-1 step — your rank keeps and updates only its shard of the optimizer
+  state, then the updated shards are all-gathered;
+- ``fsdp_linear``: FSDP's gather → compute → free for one linear layer, forward and backward.
+
+``zero1_step`` and ``fsdp_linear`` run on every rank of an initialised process group (e.g. under
+``labkit.dist.launch``). Use ``dist.reduce_scatter_single(out, inp)`` (sum) and
+``dist.all_gather_single(out, inp)`` (their older names, reduce_scatter_tensor and
+all_gather_into_tensor, work too); the grader logs every collective you call.
+""",
+    imports=("import math", "", "import torch", "import torch.distributed as dist"),
+    items=("labkit.zero.formulas._model_state_bytes as model_state_bytes", "labkit.zero.optimizer._padded",
+           "labkit.zero.optimizer.zero1_step", "labkit.zero.fsdp._gather_weight", "labkit.zero.fsdp._FSDPLinear",
+           "labkit.zero.fsdp.fsdp_linear"),
+)
