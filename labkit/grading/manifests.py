@@ -184,3 +184,23 @@ all_gather_into_tensor, work too); the grader logs every collective you call.
            "labkit.zero.optimizer.zero1_step", "labkit.zero.fsdp._gather_weight", "labkit.zero.fsdp._FSDPLinear",
            "labkit.zero.fsdp.fsdp_linear"),
 )
+
+LABS["lab11_parallel3d"] = Lab(
+    title="Lab 11 exercises: 3D parallelism",
+    doc="""- ``rank_coords``: where a rank sits on a dp × tp × pp grid;
+- ``group_ranks``: which ranks share its data-, tensor- or pipeline-parallel group;
+- ``fits_in_memory``: does a plan fit in one GPU's memory;
+- ``flops_per_iteration``: the FLOPs of one training iteration of a GPT (Narayanan et al. 2021);
+- ``partition_stages``: cut a chain of layers into pipeline stages, slowest stage as fast as possible.
+
+The rank order of the whole lab: tp innermost, then dp, then pp outermost,
+
+    rank = pp_index·(dp·tp) + dp_index·tp + tp_index,
+
+as ``init_device_mesh(device, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))`` numbers them.
+""",
+    imports=("import math",),
+    items=("labkit.parallel3d.grid.rank_coords", "labkit.parallel3d.grid.group_ranks",
+           "labkit.planner.memory.fits_in_memory", "labkit.planner.model._flops_per_iteration as flops_per_iteration",
+           "labkit.cluster.autoparallel._partition_stages as partition_stages"),
+)

@@ -91,6 +91,7 @@ def _check_sizes(fn: str, dp, tp, pp) -> tuple[int, int, int]:
             check_int(fn, "pp", pp, minimum=1))
 
 
+# BEGIN SOLUTION (labkit's grid: it answers rank_coords and group_ranks (lab11_parallel3d))
 def rank_of(coord, dp: int, tp: int, pp: int) -> int:
     """The rank at grid position ``coord`` = (dp_index, tp_index, pp_index), the inverse of `coords`:
     pp_index·(dp·tp) + dp_index·tp + tp_index."""
@@ -101,8 +102,10 @@ def rank_of(coord, dp: int, tp: int, pp: int) -> int:
     t = check_int("rank_of", "tp_index", coord[1], minimum=0, maximum=tp - 1)
     p = check_int("rank_of", "pp_index", coord[2], minimum=0, maximum=pp - 1)
     return p * (dp * tp) + d * tp + t
+# END SOLUTION
 
 
+# BEGIN SOLUTION (lab11_parallel3d)
 def coords(rank: int, dp: int, tp: int, pp: int) -> tuple[int, int, int]:
     """(dp_index, tp_index, pp_index) of ``rank`` on a dp × tp × pp grid (inverse of `rank_of`)."""
     dp, tp, pp = _check_sizes("coords", dp, tp, pp)
@@ -110,8 +113,10 @@ def coords(rank: int, dp: int, tp: int, pp: int) -> tuple[int, int, int]:
     pp_index, rest = divmod(rank, dp * tp)
     dp_index, tp_index = divmod(rest, tp)
     return dp_index, tp_index, pp_index
+# END SOLUTION
 
 
+# BEGIN SOLUTION (lab11_parallel3d)
 def groups(dp: int, tp: int, pp: int) -> dict[str, list[list[int]]]:
     """The communication groups of each kind, every rank in exactly one group of each kind:
 
@@ -129,6 +134,7 @@ def groups(dp: int, tp: int, pp: int) -> dict[str, list[list[int]]]:
         "tp": [[r(d, t, p) for t in range(tp)] for p in range(pp) for d in range(dp)],
         "pp": [[r(d, t, p) for p in range(pp)] for d in range(dp) for t in range(tp)],
     }
+# END SOLUTION
 
 
 def nodes_spanned(group, gpus_per_node: int) -> int:
