@@ -204,3 +204,17 @@ as ``init_device_mesh(device, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))``
            "labkit.planner.memory.fits_in_memory", "labkit.planner.model._flops_per_iteration as flops_per_iteration",
            "labkit.cluster.autoparallel._partition_stages as partition_stages"),
 )
+
+LABS["lab12_fault_tolerance"] = Lab(
+    title="Lab 12 exercises: fault tolerance",
+    doc="""- ``atomic_save``: write a file so that a crash at any moment leaves the old one or the new one;
+- ``resume_state``: everything besides the weights that a bit-identical resume needs;
+- ``young_interval``: how often to checkpoint, to first order;
+- ``simulate_wall_time``: a Monte Carlo of a job that fails, checkpoints and restarts;
+- ``abft_locate``: find the one wrong element of a matrix product from its checksums.
+""",
+    imports=("import math", "import os", "import random", "import tempfile", "", "import numpy as np", "import torch"),
+    items=("labkit.checkpoint.io.atomic_save", "labkit.checkpoint.state.resume_state",
+           "labkit.checkpoint.interval._young_interval as young_interval", "labkit.checkpoint.interval.simulate_wall_time",
+           "labkit.checkpoint.abft.abft_locate"),
+)
