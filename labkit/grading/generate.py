@@ -88,7 +88,13 @@ def _module_defs(module: str) -> dict[str, _Def]:
     blocks = _module_blocks(lines, path)
     defs = {}
     for node in ast.parse(text).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):   # a table of answers (e.g. backward rules)
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            hidden = next((lines[a] for a, b in blocks if a < node.lineno - 1 and node.end_lineno - 1 < b), "")
+            for t in targets:
+                if isinstance(t, ast.Name) and hidden:
+                    defs[t.id] = _Def(t.id, tuple(lines[node.lineno - 1:node.end_lineno]), False, hidden)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
             end = node.end_lineno   # the AST ends at the last statement: take trailing comments too
             while end < len(lines) and lines[end].strip().startswith("#") and \

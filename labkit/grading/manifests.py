@@ -218,3 +218,24 @@ LABS["lab12_fault_tolerance"] = Lab(
            "labkit.checkpoint.interval._young_interval as young_interval", "labkit.checkpoint.interval.simulate_wall_time",
            "labkit.checkpoint.abft.abft_locate"),
 )
+
+LABS["lab13_compilers"] = Lab(
+    title="Lab 13 exercises: ML compilers",
+    doc="""- ``vjp``: reverse-mode backward rules for a few ops of the lab's graph IR;
+- ``dead_code_elimination``, ``constant_folding``, ``common_subexpression_elimination``: three
+  classic passes on torch.fx graphs;
+- ``transactions``: how many memory transactions one warp's access needs (the GPU model).
+
+The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start from
+``gm = copy.deepcopy(gm)``, edit ``gm.graph`` (``graph.erase_node``, ``node.replace_all_uses_with``,
+``graph.inserting_before``, ``graph.get_attr``), then ``gm.graph.lint(); gm.recompile()``. Use
+``has_side_effects(node)`` and ``is_random(node)`` (imported below) to know which nodes must stay.
+""",
+    imports=("import copy", "", "import torch", "from torch import fx", "",
+             "from labkit.compiler.fx_passes import has_side_effects, is_random"),
+    items=("labkit.compiler.autodiff._vjp as vjp",
+           "labkit.compiler.fx_passes._dead_code_elimination as dead_code_elimination",
+           "labkit.compiler.fx_passes._constant_folding as constant_folding",
+           "labkit.compiler.fx_passes._common_subexpression_elimination as common_subexpression_elimination",
+           "labkit.gpu_model.coalescing._transactions as transactions"),
+)
