@@ -239,3 +239,17 @@ The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start fro
            "labkit.compiler.fx_passes._common_subexpression_elimination as common_subexpression_elimination",
            "labkit.gpu_model.coalescing._transactions as transactions"),
 )
+
+LABS["lab14_long_context"] = Lab(
+    title="Lab 14 exercises: long sequences, sharding specs and experts",
+    doc="""- ``softmax_step``: one block of the online softmax, the arithmetic of every ring attention step;
+- ``all_to_all_4d``: DeepSpeed-Ulysses' exchange between sequence-split and head-split tensors;
+- ``einsum_placement``: the output placement of an einsum on one mesh dimension, as DTensor does it;
+- ``load_balancing_loss``: Switch Transformer's auxiliary loss that keeps a router balanced.
+""",
+    imports=("import torch", "import torch.distributed as dist"),
+    items=("labkit.context_parallel.attention.softmax_step",
+           "labkit.context_parallel.ulysses._all_to_all_4d as all_to_all_4d",
+           "labkit.sharding.rules._einsum_placement as einsum_placement",
+           "labkit.tensor_parallel.experts._load_balancing_loss as load_balancing_loss"),
+)

@@ -24,15 +24,10 @@ import random
 import pytest
 import torch
 
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 
-POLICY = Policy(references=("labkit.context_parallel.attention.softmax_step",
-                            "labkit.context_parallel.ulysses.all_to_all_4d",
-                            "labkit.context_parallel.ulysses_attention",
-                            "labkit.context_parallel.ulysses.ulysses_attention",
-                            "labkit.sharding.rules.einsum_placement", "labkit.sharding.einsum_placement",
-                            "labkit.sharding.rules.propagate", "labkit.sharding.propagate",
-                            "labkit.tensor_parallel.experts.load_balancing_loss"),
+POLICY = Policy(references=references("lab14_long_context"),
                 forbid_modules=("torch.distributed.tensor",))
 TOL = 1e-12
 
