@@ -1,57 +1,66 @@
 """Write ``exercises/labNN_*.py`` (stubs) and ``solutions/labNN_*.py`` (answers) from labkit.
 
 Every graded function is written once, in labkit, with its answer between solution markers
-(nbgrader/otter style) and its hint beside it::
+(nbgrader/otter style) and its hint first inside them (labkit/roofline/model.py)::
 
-    def attainable_flops(intensity, peak_flops, peak_bandwidth):
-        \"\"\"The roofline: ... (the learner's specification: what, units, shapes)\"\"\"
+    def _attainable_flops(intensity, peak_flops, bandwidth):
+        \"\"\"Roofline: the best FLOP/s ... (the learner's specification: what, units, shapes)\"\"\"
         # BEGIN SOLUTION
-        # HINT: the lower of two roofs, the compute peak and intensity × bandwidth (min)
-        return min(peak_flops, intensity * peak_bandwidth)
+        # HINT: the roof is the lower of two ceilings: the compute peak, and what memory can feed
+        # HINT: (intensity times bandwidth).
+        return min(peak_flops, intensity * bandwidth)
         # END SOLUTION
 
-- Inside a function the block runs from just after the docstring to the end of the body: the
-  stub is the signature, the docstring and ``raise NotImplementedError("hint: <HINT>")``, which is
-  what ``check_your_work`` recognises as an untouched stub. ``# HINT:`` lines (one or more, joined
-  by spaces) come first in the block; a hint names the idea and the API, not the code.
-- At module level, a block (``# BEGIN SOLUTION`` ... ``# END SOLUTION`` at column 0) holds
-  definitions only the answer needs (an autograd Function, a helper): a manifest item inside one
-  goes to the solutions file only. Any labkit definition inside a block is answer-bearing and is
-  denied to submissions, listed or not.
-- The marked function has exactly the learner's contract. Teaching-only hardening (argument
-  checks with one-line errors, devices, a richer production API) lives in a separately named
-  function outside the markers that calls the marked one.
+- **In a function** the block holds the whole body after the docstring. The stub is the signature,
+  the docstring and ``raise NotImplementedError("hint: <HINT lines joined>")`` (what
+  ``check_your_work`` recognises as untouched); the answer is the body. A hint names the idea and
+  the API, not the code.
+- **The learner's contract only.** The marked function is what the exercise asks, nothing more.
+  Teaching-only hardening (argument checks with one-line errors, devices, groups, recording, a
+  richer API) stays outside the markers, in a separately named function; where that public
+  function has the exercise's name, the marked one is ``_name`` and the manifest renames it
+  (``"labkit.roofline.model._attainable_flops as attainable_flops"``).
+- **At module level** a block (``# BEGIN SOLUTION`` ... ``# END SOLUTION`` at column 0; a note in
+  brackets may follow the marker) holds answer-bearing code: helpers only the answer needs (an
+  autograd Function), listed in the manifest and written to the solutions file only, and labkit's
+  own fuller implementations of the same answer (kept out of both files). Everything defined in a
+  block (functions, classes, a table assigned to a name) is denied to submissions.
 
-A lab's *manifest* (`LABS` in labkit/grading/manifests.py) gives the generated module's docstring, its imports (the same
-text in both files; exercises add ``# noqa: F401``) and the labkit definitions it is made of, in
-order, as dotted paths. From the markers and the manifest come:
+A lab's *manifest* (`LABS` in labkit/grading/manifests.py) gives the generated module's docstring,
+its imports (the same lines in both files; the stub's get ``# noqa: F401``) and the labkit
+definitions it is made of, in order, as dotted paths (``path as name`` renames). From the markers
+and the manifest come:
 
-- ``exercises/<lab>.py`` and ``solutions/<lab>.py`` (``python -m labkit.grading.generate``, or
-  ``make exercises``; ``--check`` exits 1 naming stale files). tests/test_grading.py regenerates
-  both in memory and compares them byte for byte with the committed files.
-- `references(lab)`: ``Policy.references`` of the lab's graded tests, every answer-bearing
-  definition in the modules the lab draws from (the grading worker replaces each, wherever labkit
-  holds it, by a function that raises).
+- ``exercises/<lab>.py`` and ``solutions/<lab>.py``: ``make exercises`` (``python -m
+  labkit.grading.generate [lab ...]``; ``--check`` writes nothing and exits 1 naming stale files).
+  tests/test_grading.py regenerates both in memory and compares them byte for byte.
+- `references(lab)`, the ``Policy.references`` of the lab's graded tests: every answer-bearing
+  definition in the modules the manifest draws from, and in any other labkit module, what lies
+  in a block whose note names the lab (``# BEGIN SOLUTION (lab04_triton: ...)``). The grading
+  worker replaces each, wherever labkit holds it, by a function that raises.
 
 **Adding an exercise** (a few minutes):
 
 1. In the labkit module that teaches it, write the function with the learner's signature and the
-   specification as its docstring; put the whole body between ``# BEGIN SOLUTION`` and
-   ``# END SOLUTION`` with a ``# HINT:`` line first. The body may use only what the lab's file
-   imports (its manifest's ``imports``; labkit names the lab's Policy allows) and other items of
-   the manifest. Helpers only the answer uses go in a module-level solution block.
-2. Add its dotted path to the lab's manifest ``items`` (helpers before their users); add any import
-   it needs to ``imports``.
-3. ``make exercises`` and commit labkit, exercises/ and solutions/ together; write the graded test
-   (``@pytest.mark.graded(points=..., exercise="name")``) and a known-wrong case.
+   specification as its docstring; put the whole body between ``# BEGIN SOLUTION`` and ``# END
+   SOLUTION``, ``# HINT:`` lines first. The body may use only the lab file's imports (labkit
+   names only where the lab's Policy allows them) and other items of the manifest. If labkit's
+   public function of that name checks its arguments, make it call the marked ``_name``. Put
+   helpers only the answer uses, and labkit's fuller versions of the answer, in column-0 blocks.
+2. Add the dotted path to the lab's ``items`` in labkit/grading/manifests.py (helpers before
+   their users; ``_name as name`` to rename) and any import the answer needs to ``imports``.
+3. ``make exercises``; commit labkit, exercises/ and solutions/ together. Write the graded test
+   (``@pytest.mark.graded(points=..., exercise="name")``, ``Policy(references=references(lab))``)
+   and a known-wrong case; run tests/test_grading.py.
+   A new lab: a ``Lab(...)`` entry in the manifests, then the same steps.
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import re
-import textwrap
 import sys
+import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -61,8 +70,6 @@ from labkit.show import BEGIN_SOLUTION as BEGIN, END_SOLUTION as END, HINT, is_m
 
 ROOT = Path(__file__).resolve().parents[2]   # the course root (labkit/, exercises/, solutions/)
 NOQA = "  # noqa: F401"
-
-
 
 
 class MarkerError(ValueError):
@@ -162,6 +169,8 @@ def _render(d: _Def, stub: bool, where: str) -> list[str] | None:
     if d.hidden:
         return None if stub else list(d.lines)
     if not d.graded:
+        if any(is_marker(ln) for ln in d.lines):
+            raise MarkerError(f"{where}: a marker outside a solution block")
         return list(d.lines)
     out, i, lines = [], 0, d.lines
     while i < len(lines):
@@ -208,7 +217,8 @@ def _check_before_block(head, where: str) -> None:
     except SyntaxError:
         raise MarkerError(f"{where}: {BEGIN} must follow the function's signature and docstring") from None
     if not ast.get_docstring(fn) or len(fn.body) != 2:
-        raise MarkerError(f"{where}: a graded function needs a docstring (the specification), then {BEGIN}")
+        raise MarkerError(f"{where}: a graded function is its signature, its docstring (the specification), "
+                          f"then {BEGIN}")
 
 
 def _docstring(lab: Lab, stub: bool) -> str:
