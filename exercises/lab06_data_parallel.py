@@ -1,4 +1,6 @@
-"""Lab 06 exercises: data parallelism (your work: replace each raise with code).
+"""Lab 06 exercises: data parallelism.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 - ``bucket_indices``: which gradients travel together (PyTorch DDP's bucketing rule);
 - ``data_parallel_hooks``: DDP from backward hooks, one asynchronous all-reduce per parameter;
@@ -23,7 +25,7 @@ def bucket_indices(param_bytes, param_dtypes, cap_bytes):
     they were opened.
     Example: bytes [4, 4, 4], one dtype, cap 8 -> [[2, 1], [0]].
     """
-    raise NotImplementedError("hint: loop i over reversed(range(len(param_bytes))); keep one open (members, size) per dtype in a dict; append i, and close the bucket (move it to the result) once size >= cap_bytes")
+    raise NotImplementedError("hint: a dict of open buckets keyed by dtype, each (members, bytes); walk reversed(range(...)); a bucket that reaches the cap moves to the closed list; the open ones follow, in the order they opened.")
 
 
 def data_parallel_hooks(module):
@@ -41,7 +43,7 @@ def data_parallel_hooks(module):
        every rank then holds the mean gradient of the whole batch) and forgets them.
     Use: loss.backward(); finish(); optimizer.step().
     """
-    raise NotImplementedError("hint: broadcast every parameter and buffer from rank 0; loop over module.parameters() (each shared parameter appears once); in a post-accumulate-grad hook divide p.grad by the world size and keep dist.all_reduce(p.grad, async_op=True); finish() waits on every kept handle")
+    raise NotImplementedError("hint: dist.broadcast from rank 0 first; then Tensor.register_post_accumulate_grad_hook on each parameter of module.parameters() (it lists a shared one once), starting dist.all_reduce(..., async_op=True) and keeping the work handles that finish() waits for.")
 
 
 def ssp_start_times(durations, staleness):
@@ -57,7 +59,7 @@ def ssp_start_times(durations, staleness):
     index is negative, where finish[k][c] = start[k][c] + durations[k][c].
     Example: durations [[1, 1, 1], [3, 3, 3]], s = 1 -> [[0, 1, 3], [0, 3, 6]].
     """
-    raise NotImplementedError("hint: go clock by clock (c = 0..n-1); gate = max finish[j][c-s-1] over workers when that index is >= 0 (never for ASP); start[k][c] = max(finish[k][c-1], gate)")
+    raise NotImplementedError("hint: fill the table clock by clock: a worker starts after its own previous iteration and, under SSP(s), after the slowest worker has finished clock c - s - 1 (that is the gate).")
 
 
 def noise_scale(g_small_sq, g_big_sq, b_small, b_big):
@@ -72,4 +74,4 @@ def noise_scale(g_small_sq, g_big_sq, b_small, b_big):
     tr(Σ), and return (|G|² estimate, tr(Σ) estimate, their ratio tr(Σ)/|G|²) as floats.
     Example: g_small_sq = 3.0, g_big_sq = 1.5, b_small = 1, b_big = 4 -> (1.0, 2.0, 2.0).
     """
-    raise NotImplementedError("hint: two unknowns, two equations: g_small_sq = G2 + S/b_small, g_big_sq = G2 + S/b_big; |G_big|^2 alone is biased by S/b_big")
+    raise NotImplementedError("hint: write E|G_B|^2 = |G|^2 + tr(Sigma)/B once for each batch size: two linear equations in the two unknowns. The big batch's norm alone is not |G|^2: it still carries tr(Sigma)/b_big.")

@@ -1,4 +1,6 @@
-"""Lab 08 exercises: pipeline parallelism (stubs: fill these in).
+"""Lab 08 exercises: pipeline parallelism.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 Three pieces of the lab, each graded on its own:
 - `schedule_1f1b`: the 1F1B schedule generator;
@@ -7,14 +9,12 @@ Three pieces of the lab, each graded on its own:
 """
 from __future__ import annotations
 
-from fractions import Fraction
+from fractions import Fraction  # noqa: F401
 
-import torch
-import torch.distributed as dist
+import torch  # noqa: F401
+import torch.distributed as dist  # noqa: F401
 
-from labkit.pipeline.schedules import Action
-
-__all__ = ["schedule_1f1b", "bubble_fraction", "stage_backward"]
+from labkit.pipeline.schedules import Action  # noqa: F401
 
 
 def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Action]]:
@@ -31,7 +31,7 @@ def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Actio
     Raise ValueError if num_microbatches < num_ranks (PyTorch refuses that too)
     or either argument is < 1.
     """
-    raise NotImplementedError("hint: per rank r: min(m, p - r) forwards, then alternate B (oldest) / F (next) until forwards run out, then the remaining B")
+    raise NotImplementedError("hint: check the arguments first; then each rank runs min(m, p - r) forwards, then alternates the backward of its oldest microbatch with the next forward; build Action(stage, kind, microbatch) tuples.")
 
 
 def bubble_fraction(num_ranks: int, num_microbatches: int, virtual_stages: int = 1) -> Fraction:
@@ -43,7 +43,7 @@ def bubble_fraction(num_ranks: int, num_microbatches: int, virtual_stages: int =
     that is bubble (not idle / ideal compute). Valid for GPipe and 1F1B (v = 1)
     and for interleaved 1F1B with m >= p. Raise ValueError for arguments < 1.
     """
-    raise NotImplementedError("hint: the idle ranks x time during fill and drain, over p x the step time; return a fractions.Fraction")
+    raise NotImplementedError("hint: each rank idles while the pipeline fills and drains, p - 1 stage times; interleaving makes a stage 1/v as long; fractions.Fraction keeps the ratio exact.")
 
 
 def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: torch.Tensor | None,
@@ -58,4 +58,4 @@ def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: 
     ``stage_input.grad`` to rank ``send_to`` with tag ``send_tag`` using
     ``dist.isend`` and return its Work (the caller waits on it); else return None.
     """
-    raise NotImplementedError("hint: dist.recv the output gradient into torch.empty_like(stage_output), backpropagate it, then dist.isend stage_input.grad")
+    raise NotImplementedError("hint: the last stage calls loss.backward(); the others dist.recv a gradient shaped like the output and pass it to torch.autograd.backward; then dist.isend the input's .grad (contiguous).")

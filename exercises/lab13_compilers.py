@@ -1,4 +1,6 @@
-"""Lab 13 exercises: ML compilers (your work: replace each raise with code).
+"""Lab 13 exercises: ML compilers.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 - ``vjp``: reverse-mode backward rules for a few ops of the lab's graph IR;
 - ``dead_code_elimination``, ``constant_folding``, ``common_subexpression_elimination``: three
@@ -32,7 +34,7 @@ def vjp(op, inputs, output, grad_output, attrs=None):
     [g @ bᵀ, aᵀ @ g]; tanh -> g·(1 − output²); exp -> g·output; log -> g/a; relu -> g where a > 0,
     else 0 (0 at a = 0); sum -> g broadcast back to the input's shape.
     """
-    raise NotImplementedError("hint: one branch per op; for sum with an axis, g.unsqueeze(axis).expand_as(a)")
+    raise NotImplementedError("hint: differentiate each op by hand with the chain rule: multiply ∂L/∂output by the local derivative (use output where it is cheaper); a sum's gradient is broadcast back (unsqueeze, expand).")
 
 
 def dead_code_elimination(gm):
@@ -44,8 +46,7 @@ def dead_code_elimination(gm):
     with side effects (e.g. ``y.add_(1)``, whose result nobody reads but which changes y) stay, in
     their order. The result computes exactly the same outputs as gm.
     """
-    raise NotImplementedError("hint: walk reversed(list(gm.graph.nodes)) so users are seen before their inputs; "
-                              "erase a node when it qualifies")
+    raise NotImplementedError("hint: walk gm.graph.nodes in reverse so users go first; graph.erase_node what nobody uses and has_side_effects says is pure; never a placeholder or the output.")
 
 
 def constant_folding(gm):
@@ -64,8 +65,7 @@ def constant_folding(gm):
     fresh name, e.g. "_folded", "_folded_1", ...), and the constant nodes left without users are
     removed. The outputs stay exactly the same.
     """
-    raise NotImplementedError("hint: one pass in order filling {node: value} for constants; then insert "
-                              "get_attr nodes before the constants that non-constants use, and erase the rest")
+    raise NotImplementedError("hint: a node is constant when all its inputs are; evaluate such nodes once (node.target on their values), register each result as an attribute and graph.get_attr it; keep random, side-effecting and trainable ones.")
 
 
 def common_subexpression_elimination(gm):
@@ -79,8 +79,7 @@ def common_subexpression_elimination(gm):
     side effects, and forget everything seen so far when you pass a node with side effects (what
     was computed before it may differ after it). Placeholders and the output are never merged.
     """
-    raise NotImplementedError("hint: key = (node.op, node.target, args, kwargs) with literals tagged by "
-                              "type(value); a dict from key to the first node")
+    raise NotImplementedError("hint: key each pure node by (op, target, args, kwargs) with earlier duplicates replaced; node.replace_all_uses_with the first node of each key, then erase the copy.")
 
 
 def transactions(addresses, segment_bytes=128):
@@ -93,4 +92,4 @@ def transactions(addresses, segment_bytes=128):
     Example: 32 lanes reading consecutive 4-byte floats from address 0 -> 1; with a stride of 2
     floats -> 2.
     """
-    raise NotImplementedError("hint: a set of address // segment_bytes over the lanes that are not None")
+    raise NotImplementedError("hint: a transaction serves one aligned segment: count the distinct address // segment_bytes over the active lanes (a set).")

@@ -1,4 +1,6 @@
-"""Lab 06 exercises: data parallelism (reference answers).
+"""Lab 06 exercises: data parallelism.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
 
 - ``bucket_indices``: which gradients travel together (PyTorch DDP's bucketing rule);
 - ``data_parallel_hooks``: DDP from backward hooks, one asynchronous all-reduce per parameter;
@@ -84,15 +86,15 @@ def ssp_start_times(durations, staleness):
     index is negative, where finish[k][c] = start[k][c] + durations[k][c].
     Example: durations [[1, 1, 1], [3, 3, 3]], s = 1 -> [[0, 1, 3], [0, 3, 6]].
     """
-    workers, n = len(durations), len(durations[0])
-    start = [[0] * n for _ in range(workers)]
-    finish = [[0] * n for _ in range(workers)]
-    for c in range(n):
-        gate = 0
+    workers, steps = len(durations), len(durations[0])
+    start = [[0.0] * steps for _ in range(workers)]
+    finish = [[0.0] * steps for _ in range(workers)]
+    for c in range(steps):
+        gate = 0.0
         if staleness is not None and c - staleness - 1 >= 0:
             gate = max(finish[j][c - staleness - 1] for j in range(workers))
         for k in range(workers):
-            start[k][c] = max(finish[k][c - 1] if c else 0, gate)
+            start[k][c] = max(finish[k][c - 1] if c else 0.0, gate)
             finish[k][c] = start[k][c] + durations[k][c]
     return start
 

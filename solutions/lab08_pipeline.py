@@ -1,4 +1,6 @@
-"""Lab 08 exercises: pipeline parallelism (reference solutions).
+"""Lab 08 exercises: pipeline parallelism.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
 
 Three pieces of the lab, each graded on its own:
 - `schedule_1f1b`: the 1F1B schedule generator;
@@ -14,7 +16,19 @@ import torch.distributed as dist
 
 from labkit.pipeline.schedules import Action
 
-__all__ = ["schedule_1f1b", "bubble_fraction", "stage_backward"]
+
+def _one_f_one_b(r: int, p: int, m: int) -> list[Action]:
+    """1F1B on rank r: min(m, p - r) warm-up forwards, then alternate B (oldest) and F (next)
+    until the forwards run out, then the remaining Bs."""
+    warmup = min(m, p - r)
+    ops = [Action(r, "F", i) for i in range(warmup)]
+    f = warmup
+    for b in range(m):
+        ops.append(Action(r, "B", b))
+        if f < m:
+            ops.append(Action(r, "F", f))
+            f += 1
+    return ops
 
 
 def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Action]]:
@@ -36,18 +50,7 @@ def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Actio
         raise ValueError(f"need num_ranks >= 1 and num_microbatches >= 1, got {p}, {m}")
     if m < p:
         raise ValueError(f"1F1B needs num_microbatches >= num_ranks, got m={m}, p={p}")
-    out = {}
-    for r in range(p):
-        warmup = min(m, p - r)
-        acts = [Action(r, "F", i) for i in range(warmup)]
-        next_f = warmup
-        for b in range(m):
-            acts.append(Action(r, "B", b))
-            if next_f < m:
-                acts.append(Action(r, "F", next_f))
-                next_f += 1
-        out[r] = acts
-    return out
+    return {r: _one_f_one_b(r, p, m) for r in range(p)}
 
 
 def bubble_fraction(num_ranks: int, num_microbatches: int, virtual_stages: int = 1) -> Fraction:

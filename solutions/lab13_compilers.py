@@ -1,4 +1,6 @@
-"""Lab 13 reference solutions: ML compilers.
+"""Lab 13 exercises: ML compilers.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
 
 - ``vjp``: reverse-mode backward rules for a few ops of the lab's graph IR;
 - ``dead_code_elimination``, ``constant_folding``, ``common_subexpression_elimination``: three
@@ -10,12 +12,12 @@ The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start fro
 ``graph.inserting_before``, ``graph.get_attr``), then ``gm.graph.lint(); gm.recompile()``. Use
 ``has_side_effects(node)`` and ``is_random(node)`` (imported below) to know which nodes must stay.
 """
-import copy  # noqa: F401
+import copy
 
-import torch  # noqa: F401
-from torch import fx  # noqa: F401
+import torch
+from torch import fx
 
-from labkit.compiler.fx_passes import has_side_effects, is_random  # noqa: F401
+from labkit.compiler.fx_passes import has_side_effects, is_random
 
 
 def vjp(op, inputs, output, grad_output, attrs=None):

@@ -1,7 +1,7 @@
 """The grader is proven here: stubs score 0, solutions full marks, known-wrong answers lose
-points, a hanging or crashing test costs only its own points, and stubs match solutions."""
+points, a hanging or crashing test costs only its own points, and exercises/ and solutions/ are
+generated from labkit's marked answers."""
 import ast
-import inspect
 import json
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +11,7 @@ import pytest
 
 from labkit import grade, grading
 from labkit.grading.run import run_graded_tests, score_table
+from labkit.grading import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted(p.stem for p in (ROOT / "solutions").glob("lab*.py"))
@@ -20,25 +21,36 @@ KNOWN_WRONG = sorted(p for p in (ROOT / "tests" / "known_wrong").iterdir() if p.
 pytestmark = pytest.mark.timeout(1200)
 
 
-def _public_functions(module):
-    return {n: f for n, f in vars(module).items()
-            if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == module.__name__}
-
-
 def test_there_is_something_to_grade():
     assert SOLUTIONS, "no solutions/lab*.py found"
     assert all((ROOT / "tests" / "graded" / f"test_{s}.py").exists() for s in SOLUTIONS)
 
 
+def test_every_lab_has_a_manifest_and_every_manifest_a_lab():
+    assert sorted(generate.LABS) == SOLUTIONS
+
+
 @pytest.mark.parametrize("name", SOLUTIONS)
-def test_stubs_and_solutions_are_in_step(name):
-    sol = grading.load(name, "solutions")
-    ex = grading.load(name, "exercises")
-    s_funcs, e_funcs = _public_functions(sol), _public_functions(ex)
-    assert sorted(s_funcs) == sorted(e_funcs), "exercises and solutions define different functions"
-    for fname, f in s_funcs.items():
-        assert inspect.signature(f) == inspect.signature(e_funcs[fname]), fname
-        assert inspect.getdoc(f) and inspect.getdoc(f) == inspect.getdoc(e_funcs[fname]), f"{fname}: docstrings differ"
+def test_exercises_and_solutions_are_generated_from_labkit(name):
+    """exercises/ and solutions/ are written by labkit.grading.generate from the marked answers in
+    labkit: regenerated here, they match the committed files byte for byte."""
+    assert name in generate.LABS, f"{name} has no manifest in labkit/grading/manifests.py"
+    for path, text in generate.targets(name).items():
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} is stale: run make exercises"
+
+
+@pytest.mark.parametrize("name", SOLUTIONS)
+def test_policy_references_are_the_marked_answers(name):
+    """Each graded test file denies what the markers mark, and every graded exercise is a marked
+    labkit function (so its reference is denied)."""
+    tree = ast.parse((ROOT / "tests" / "graded" / f"test_{name}.py").read_text())
+    refs = [kw.value for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Policy"
+            for kw in node.keywords if kw.arg == "references"]
+    assert refs and all(ast.unparse(r) == f"references({name!r})" for r in refs), \
+        "Policy(references=...) must be references(<this lab>) from labkit.grading.generate, not a hand-written list"
+    stubs = generate.stubs(name)
+    assert _graded_exercises(name) <= set(stubs), f"not marked in labkit: {_graded_exercises(name) - set(stubs)}"
+    assert set(stubs.values()) <= set(generate.references(name))
 
 
 def _graded_exercises(name):

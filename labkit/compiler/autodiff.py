@@ -83,6 +83,7 @@ def _vjp_sum(node, g, graph):
 
 #: op -> rule(node, upstream gradient node, graph) -> [gradient node (or None = zero) per input].
 #: Each rule builds nodes in ``graph``; a returned gradient has the shape of its input.
+# BEGIN SOLUTION (labkit's backward rules: they answer vjp)
 VJP_RULES = {
     "add": _vjp_add,
     "sub": _vjp_sub,
@@ -102,6 +103,7 @@ VJP_RULES = {
     "expand": lambda node, g, graph: [graph.sum(g, node.attrs["axis"])],
     "broadcast": lambda node, g, graph: [graph.sum(g)],
 }
+# END SOLUTION
 
 
 def _fresh_name(graph: Graph, base: str) -> str:
@@ -250,6 +252,7 @@ def _check_vjp_shapes(op: str, shapes: list, out: tuple) -> None:
                          f"but output has shape {out}")
 
 
+# BEGIN SOLUTION (labkit's eager vjp, more ops, checked: it answers vjp)
 def vjp(op: str, inputs, output, grad_output, attrs: dict | None = None) -> list:
     """Gradients with respect to each input of one op, given the gradient of its output.
 
@@ -293,6 +296,9 @@ def vjp(op: str, inputs, output, grad_output, attrs: dict | None = None) -> list
 
 
 # ---- forward mode: dual numbers ----------------------------------------------------------------
+# END SOLUTION
+
+
 class Dual:
     """A value with its tangent (directional derivative), both float64 tensors of one shape.
 
@@ -526,3 +532,46 @@ def jacobian_race(shapes=((1, 100), (100, 1)), hidden: int = 16, repeats: int = 
     return Table(["n", "m", "fwd passes", "rev passes", "fwd ms", "rev ms", "faster", "max |diff|"],
                  rows, formats={"fwd ms": ".2f", "rev ms": ".2f", "max |diff|": ".1e"},
                  title="Jacobian of f: R^n -> R^m, forward vs reverse mode")
+
+
+def _vjp(op, inputs, output, grad_output, attrs=None):
+    """Gradients of a scalar loss L with respect to each input of one op, given ∂L/∂output.
+
+    op: one of "mul", "div", "matmul", "tanh", "exp", "log", "sum", "relu".
+    inputs: list of tensors, the op's operands (two for mul, div, matmul; one otherwise); the
+    elementwise ops here take operands of equal shape. output: the op's result on them.
+    grad_output: ∂L/∂output, a tensor of output's shape. attrs: for "sum", {"axis": None} (all
+    elements summed, output shape ()) or {"axis": k} (axis k summed away; k may be negative);
+    None or ignored for the other ops.
+    Returns a list with one tensor per input, ∂L/∂input, each of that input's shape.
+    Rules: mul a·b -> [g·b, g·a]; div a/b -> [g/b, −g·a/b²]; matmul a (m, k) @ b (k, n) ->
+    [g @ bᵀ, aᵀ @ g]; tanh -> g·(1 − output²); exp -> g·output; log -> g/a; relu -> g where a > 0,
+    else 0 (0 at a = 0); sum -> g broadcast back to the input's shape.
+    """
+    # BEGIN SOLUTION
+    # HINT: differentiate each op by hand with the chain rule: multiply ∂L/∂output by the local
+    # HINT: derivative (use output where it is cheaper); a sum's gradient is broadcast back (unsqueeze, expand).
+    a = inputs[0]
+    g = grad_output
+    if op == "mul":
+        return [g * inputs[1], g * a]
+    if op == "div":
+        b = inputs[1]
+        return [g / b, -g * a / (b * b)]
+    if op == "matmul":
+        return [g @ inputs[1].t(), a.t() @ g]
+    if op == "tanh":
+        return [g * (1 - output * output)]
+    if op == "exp":
+        return [g * output]
+    if op == "log":
+        return [g / a]
+    if op == "relu":
+        return [g * (a > 0).to(g.dtype)]
+    if op == "sum":
+        axis = (attrs or {}).get("axis")
+        if axis is None:
+            return [g.expand_as(a).clone()]
+        return [g.unsqueeze(axis).expand_as(a).clone()]
+    raise ValueError(f"vjp: unknown op {op!r}")
+    # END SOLUTION

@@ -14,6 +14,7 @@ import triton.language as tl
 from labkit.kernels.checks import FLOAT_DTYPES, check_block, check_same, check_tensor
 
 
+# BEGIN SOLUTION (lab04_triton: labkit's production add kernel answers the exercise too)
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(axis=0)
@@ -22,6 +23,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=mask)
     y = tl.load(y_ptr + offs, mask=mask)
     tl.store(out_ptr + offs, x + y, mask=mask)
+# END SOLUTION
 
 
 def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tensor:

@@ -19,11 +19,10 @@ from labkit.data_parallel import assign_buckets
 from labkit.data_parallel.noise_scale import Problem, noise_scale, noise_scale_of_run
 from labkit.data_parallel.ssp import ssp_start_times
 from labkit.grading.harness import TiedNet
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 
-POLICY = Policy(references=("labkit.data_parallel.buckets.assign_buckets", "labkit.data_parallel.assign_buckets",
-                            "labkit.data_parallel.ssp.ssp_start_times", "labkit.data_parallel.ddp.DDP",
-                            "labkit.data_parallel.DDP", "labkit.data_parallel.noise_scale.noise_scale"))
+POLICY = Policy(references=references("lab06_data_parallel"))
 
 
 # ---- bucket_indices ---------------------------------------------------------------------------

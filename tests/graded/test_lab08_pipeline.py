@@ -4,12 +4,13 @@ from fractions import Fraction
 import pytest
 import torch
 
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 from labkit.pipeline import Action, check_schedule, schedule, time_schedule
 from labkit.pipeline.executor import MLPConfig, reference_step
 
 POLICY = Policy(labkit_allowed=frozenset({"labkit.pipeline.schedules.Action", "labkit.pipeline.Action"}),
-                references=("labkit.pipeline.schedules.schedule",))
+                references=references("lab08_pipeline"))
 
 
 def random_p_m(seed, n=6):

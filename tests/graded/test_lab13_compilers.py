@@ -17,16 +17,12 @@ import torch
 from labkit.compiler import fx_cases, fx_passes
 from labkit.compiler.autodiff import vjp
 from labkit.gpu_model.coalescing import transactions
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 
 POLICY = Policy(labkit_allowed=frozenset({"labkit.compiler.fx_passes.has_side_effects",
                                           "labkit.compiler.fx_passes.is_random"}),
-                references=("labkit.compiler.autodiff.vjp", "labkit.compiler.autodiff.VJP_RULES",
-                            "labkit.compiler.fx_passes.dead_code_elimination",
-                            "labkit.compiler.fx_passes.constant_folding",
-                            "labkit.compiler.fx_passes.common_subexpression_elimination",
-                            "labkit.gpu_model.coalescing.transactions", "labkit.gpu_model.coalescing.sectors",
-                            "labkit.gpu_model.coalescing.analyze_warp"))
+                references=references("lab13_compilers"))
 TOL = 1e-12
 
 # ---- vjp --------------------------------------------------------------------------------------
