@@ -85,9 +85,17 @@ def gradings(tmp_path_factory):
         return score_table(run_graded_tests(impl, lab=lab, exercises=exercises))
 
     jobs = {"solutions": pool.submit(run, "solutions"), "exercises": pool.submit(run, "exercises")}
-    for case in KNOWN_WRONG:
-        sub = known_wrong_submission(case, tmp_path_factory.mktemp(case.name) / "submission")
-        jobs[case.name] = pool.submit(run, str(sub), next(case.glob("lab*.py")).stem[3:5], _expected(case))
+    for group in known_wrong_groups():
+        name = "+".join(case.name for case in group)
+        sub = known_wrong_submission(group, tmp_path_factory.mktemp(group[0].name) / "submission")
+        job = pool.submit(run, str(sub), next(group[0].glob("lab*.py")).stem[3:5],
+                          sorted({ex for case in group for ex in _expected(case)}))
+        jobs.update({case.name: job for case in group})
+    for module, exercise in ALONE:
+        sub = tmp_path_factory.mktemp(f"alone-{exercise}") / "submission"
+        sub.mkdir()
+        (sub / f"{module}.py").write_text(generate.render_mixed(module, frozenset({exercise})))
+        jobs[("alone", exercise)] = pool.submit(run, str(sub), module[3:5], [exercise])
     yield jobs
     pool.shutdown(wait=True)
 
@@ -115,14 +123,77 @@ def test_stubs_score_zero(gradings):
         assert max_points(module, r["exercise"]) == r["max_score"], r["exercise"]
 
 
-def known_wrong_submission(case: Path, dest: Path) -> Path:
-    """A submission folder for a known-wrong case: the reference answers' text, then the case's
-    own definitions (its ``from solutions... import`` lines dropped), which replace the right ones.
-    Graded as a learner's file would be: nothing of it imports solutions."""
-    module = next(case.glob("lab*.py"))
-    own = "\n".join(ln for ln in module.read_text().splitlines() if not ln.startswith("from solutions."))
+# Exercises whose answer calls another exercise (Megatron's f inside the column-parallel layer, the
+# ring's two halves inside its all-reduce) or whose test once did (reduce_from_tp's called copy_to_tp):
+# each is graded as the only answer in a file of stubs.
+ALONE = (("lab07_tensor_parallel", "reduce_from_tp"), ("lab07_tensor_parallel", "column_parallel_linear"),
+         ("lab05_collectives", "ring_all_reduce"))
+
+
+@pytest.mark.parametrize("module,exercise", ALONE, ids=[e for _, e in ALONE])
+def test_one_answer_among_stubs_scores_full_marks(module, exercise, gradings):
+    rows = {r["exercise"]: r for r in gradings[("alone", exercise)].result()}
+    assert (rows[exercise]["score"], rows[exercise]["failures"]) == (rows[exercise]["max_score"], [])
+
+
+@pytest.mark.parametrize("module", SOLUTIONS)
+def test_the_worker_puts_references_in_place_of_the_other_exercises(module):
+    """What the worker grading exercise X loads in place of the learner's other exercises: all of
+    them answered, X a stub, and no hidden helper that only X's answer uses."""
+    from labkit.grading.remote import other_exercises
+
+    names = list(generate.stubs(module))
+    for x in names:
+        others = other_exercises(module, x)
+        if len(names) == 1:
+            assert others is None
+            continue
+        assert sorted(others["names"]) == sorted(n for n in names if n != x) and others["exercise"] == x
+        tree = ast.parse(others["source"])
+        defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert "NotImplementedError" in ast.unparse(defs[x]), f"{module}: {x} is answered in its own others file"
+        for n in others["names"]:
+            assert "NotImplementedError" not in ast.unparse(defs[n]), f"{module}: {n} is a stub in {x}'s others file"
+
+
+def _defined(case: Path) -> set[str]:
+    tree = ast.parse(next(case.glob("lab*.py")).read_text())
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | \
+        {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+
+
+def known_wrong_groups() -> list[list[Path]]:
+    """The known-wrong cases, packed into as few grading runs as possible: cases of one lab share a
+    run when each redefines only the exercises it breaks (no helper another exercise may call), and
+    those differ. Each exercise is graded in its own worker with the file's other exercises replaced
+    by the references, so one case's mistake cannot cost another case's exercise its points."""
+    shared: dict[str, list[list[Path]]] = {}
+    alone: list[list[Path]] = []
+    for case in KNOWN_WRONG:
+        module = next(case.glob("lab*.py")).stem
+        names = _defined(case) | set(_expected(case))
+        if not names <= set(generate.stubs(module)):
+            alone.append([case])
+            continue
+        groups = shared.setdefault(module, [])
+        group = next((g for g in groups if not any(names & (_defined(c) | set(_expected(c))) for c in g)), None)
+        if group is None:
+            groups.append([case])
+        else:
+            group.append(case)
+    return [g for groups in shared.values() for g in groups] + alone
+
+
+def known_wrong_submission(cases, dest: Path) -> Path:
+    """A submission folder for known-wrong cases of one lab: the reference answers' text, then each
+    case's own definitions (their ``from solutions... import`` lines dropped), which replace the
+    right ones. Graded as a learner's file would be: nothing of it imports solutions."""
+    cases = [cases] if isinstance(cases, Path) else list(cases)
+    module = next(cases[0].glob("lab*.py"))
+    own = ["\n".join(ln for ln in next(c.glob("lab*.py")).read_text().splitlines()
+                      if not ln.startswith("from solutions.")) for c in cases]
     dest.mkdir()
-    (dest / module.name).write_text((ROOT / "solutions" / module.name).read_text() + "\n\n" + own + "\n")
+    (dest / module.name).write_text((ROOT / "solutions" / module.name).read_text() + "\n\n" + "\n\n".join(own) + "\n")
     return dest
 
 

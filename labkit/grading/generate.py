@@ -240,6 +240,41 @@ def render(name: str, stub: bool) -> str:
     return text
 
 
+@lru_cache(maxsize=None)
+def render_except(name: str, exercise: str) -> str:
+    """The solutions file of lab ``name`` with ``exercise`` a stub, and without the hidden helpers
+    that only ``exercise``'s answer uses: what the grading worker puts in place of the learner's
+    other exercises while it grades ``exercise`` (so a test never depends on another exercise).
+    Nothing in it answers ``exercise``."""
+    return render_mixed(name, frozenset(stubs(name)) - {exercise})
+
+
+def render_mixed(name: str, solved) -> str:
+    """Lab ``name``'s file with the exercises in ``solved`` answered and the others stubs, holding
+    the hidden helpers the answered ones use (transitively) and no others."""
+    lab = LABS[name]
+    renames = _renames(lab)
+    imports = [ln if not ln or ln.startswith("from __future__") else ln + NOQA for ln in lab.imports]
+    blocks = []                      # (generated name, text, is a hidden helper)
+    for item in lab.items:
+        d, as_name = _item(item)
+        block = _render(d, d.graded and as_name not in solved, item)
+        blocks.append((as_name, _rename("\n".join(block), renames), bool(d.hidden)))
+    needed, text_of = set(), {n: t for n, t, _ in blocks}
+    todo = [n for n, _, hidden in blocks if not hidden]
+    while todo:                      # the helpers the kept definitions use, transitively
+        words = set(re.findall(r"\w+", text_of[todo.pop()]))
+        for n, _, hidden in blocks:
+            if hidden and n in words and n not in needed:
+                needed.add(n)
+                todo.append(n)
+    text = _docstring(lab, True) + "\n" + "".join(ln + "\n" for ln in imports)
+    for n, t, hidden in blocks:
+        if not hidden or n in needed:
+            text += "\n\n" + t + "\n"
+    return text
+
+
 def _rename(text: str, renames: dict[str, str]) -> str:
     for old, new in renames.items():
         text = re.sub(rf"(?<![\w.]){re.escape(old)}\b", new, text)

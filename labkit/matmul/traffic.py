@@ -136,7 +136,6 @@ def _out(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- loops
-# BEGIN SOLUTION  (labkit's loops, with traces for the animations: they count the answers of Lab 03)
 def naive(A, B) -> tuple[np.ndarray, Traffic]:
     """Untiled C = A @ B: each C[i, j] loads row i of A and column j of B (K elements each).
 
@@ -155,6 +154,7 @@ def naive(A, B) -> tuple[np.ndarray, Traffic]:
     return C, t
 
 
+# BEGIN SOLUTION  (labkit's loops, with traces for the animations: they count the answers of Lab 03)
 def cache_tiled(A, B, b1: int, b2: int, trace: list | None = None) -> tuple[np.ndarray, Traffic]:
     """Cache-aware tiling (DRAM -> L1): keep a b1 x K row block of A resident, stream K x b2 blocks of B.
 
