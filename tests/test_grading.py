@@ -86,7 +86,6 @@ def gradings(tmp_path_factory):
 
     jobs = {"solutions": pool.submit(run, "solutions"), "exercises": pool.submit(run, "exercises")}
     for group in known_wrong_groups():
-        name = "+".join(case.name for case in group)
         sub = known_wrong_submission(group, tmp_path_factory.mktemp(group[0].name) / "submission")
         job = pool.submit(run, str(sub), next(group[0].glob("lab*.py")).stem[3:5],
                           sorted({ex for case in group for ex in _expected(case)}))
