@@ -447,6 +447,38 @@ def lab13_fx_pass(module, fn_name: str, cases: list, seed: int):
     return out
 
 
+def lab13_dynamo(module, fn_name: str, cases: list):
+    """Per case ``(x, max_norm)``: ``module.<fn_name>``'s graphs and breaks under
+    ``torch._dynamo.explain`` (`labkit.compiler.inside_compile.graph_breaks`, which resets Dynamo
+    before and after), its eager output, and its output compiled with ``fullgraph=True`` on the
+    "eager" backend (Dynamo's capture, no code generation), or the error each raised."""
+    import contextlib
+    import io
+
+    import torch
+
+    from labkit.compiler.inside_compile import graph_breaks
+
+    fn = getattr(module, fn_name)
+    out = []
+    for x, max_norm in cases:
+        res = {"graphs": None, "breaks": None, "reasons": [], "eager": None, "compiled": None, "error": None}
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                res["eager"] = fn(x.clone(), max_norm)
+                report = graph_breaks(fn, x.clone(), max_norm)
+                res.update(graphs=report.graphs, breaks=report.breaks, reasons=report.reasons[:3])
+                torch._dynamo.reset()
+                try:
+                    res["compiled"] = torch.compile(fn, backend="eager", fullgraph=True)(x.clone(), max_norm)
+                finally:
+                    torch._dynamo.reset()
+        except Exception as e:  # noqa: BLE001 - the submission's failure is reported as data
+            res["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+        out.append(res)
+    return out
+
+
 # ------------------------------------------------------------------ Lab 03: CUDA kernels, simulated
 def lab03_cuda_kernel(module, kernel: str, grid, block, args: list):
     """Launch ``module.<kernel>`` with `labkit.gpu_model.cuda_sim.launch` on ``args`` (numpy arrays are

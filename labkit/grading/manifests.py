@@ -240,6 +240,7 @@ LABS["lab13_compilers"] = Lab(
     doc="""- ``vjp``: reverse-mode backward rules for a few ops of the lab's graph IR;
 - ``dead_code_elimination``, ``constant_folding``, ``common_subexpression_elimination``: three
   classic passes on torch.fx graphs;
+- ``clip_without_breaks``: a function rewritten so that Dynamo captures it whole (no graph break);
 - ``transactions``: how many memory transactions one warp's access needs (the GPU model).
 
 The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start from
@@ -253,6 +254,7 @@ The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start fro
            "labkit.compiler.fx_passes._dead_code_elimination as dead_code_elimination",
            "labkit.compiler.fx_passes._constant_folding as constant_folding",
            "labkit.compiler.fx_passes._common_subexpression_elimination as common_subexpression_elimination",
+           "labkit.compiler.inside_compile.clip_without_breaks",
            "labkit.gpu_model.coalescing._transactions as transactions"),
 )
 
