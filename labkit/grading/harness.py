@@ -420,6 +420,22 @@ def lab12_resume(module, steps: int = 8, stop: int = 4):
     return resume_experiment(module.resume_state, steps, stop)
 
 
+# ------------------------------------------------------------------ Lab 08: TeraPipe's slicing
+def lab08_slicing(module, cases: list):
+    """``module.optimal_slicing(L, K, cost)`` per case ``(L, K, (overhead, per_token, per_pair))``, with
+    cost a `labkit.pipeline.terapipe.SliceCost` built here (a callable does not cross to the worker):
+    {"result": what it returned, "error": None} or {"result": None, "error": "<type>: message"}."""
+    from labkit.pipeline.terapipe import SliceCost
+
+    out = []
+    for L, K, coefficients in cases:
+        try:
+            out.append({"result": module.optimal_slicing(L, K, SliceCost(*coefficients)), "error": None})
+        except Exception as e:  # noqa: BLE001 - the submission's failure is reported as data
+            out.append({"result": None, "error": f"{type(e).__name__}: {e}"[:300]})
+    return out
+
+
 # ------------------------------------------------------------------ Lab 13: graph passes
 def lab13_fx_pass(module, fn_name: str, cases: list, seed: int):
     """Run ``module.<fn_name>`` (a pass GraphModule -> GraphModule) on each `labkit.compiler.fx_cases`

@@ -156,15 +156,17 @@ the backward pass right as well as the forward: the grader checks gradients.
 LABS["lab08_pipeline"] = Lab(
     title="Lab 08 exercises: pipeline parallelism",
     doc="""
-Three pieces of the lab, each graded on its own:
+Four pieces of the lab, each graded on its own:
 - `schedule_1f1b`: the 1F1B schedule generator;
 - `bubble_fraction`: the pipeline bubble under uniform stage times;
-- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks).
+- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks);
+- `optimal_slicing` (section 8.3): TeraPipe's choice of token slices for one long sequence.
 """,
     imports=("from __future__ import annotations", "", "from fractions import Fraction", "", "import torch",
              "import torch.distributed as dist", "", "from labkit.pipeline.schedules import Action"),
     items=("labkit.pipeline.schedules._one_f_one_b", "labkit.pipeline.schedules.schedule_1f1b",
-           "labkit.pipeline.simulate.bubble_fraction", "labkit.pipeline.executor.stage_backward"),
+           "labkit.pipeline.simulate.bubble_fraction", "labkit.pipeline.executor.stage_backward",
+           "labkit.pipeline.terapipe._optimal_slicing as optimal_slicing"),
 )
 
 LABS["lab09_memory"] = Lab(
