@@ -2,7 +2,7 @@
 
 Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
-- ``vjp``: reverse-mode backward rules for a few ops of the lab's graph IR;
+- ``vjp``: reverse-mode backward rules for eight ops, derived from their forward definitions;
 - ``dead_code_elimination``, ``constant_folding``, ``common_subexpression_elimination``: three
   classic passes on torch.fx graphs;
 - ``clip_without_breaks``: a function rewritten so that Dynamo captures it whole (no graph break);

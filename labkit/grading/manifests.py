@@ -239,7 +239,7 @@ LABS["lab12_fault_tolerance"] = Lab(
 
 LABS["lab13_compilers"] = Lab(
     title="Lab 13 exercises: ML compilers",
-    doc="""- ``vjp``: reverse-mode backward rules for a few ops of the lab's graph IR;
+    doc="""- ``vjp``: reverse-mode backward rules for eight ops, derived from their forward definitions;
 - ``dead_code_elimination``, ``constant_folding``, ``common_subexpression_elimination``: three
   classic passes on torch.fx graphs;
 - ``clip_without_breaks``: a function rewritten so that Dynamo captures it whole (no graph break);
