@@ -2,10 +2,11 @@
 
 Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
-Three pieces of the lab, each graded on its own:
+Four pieces of the lab, each graded on its own:
 - `schedule_1f1b`: the 1F1B schedule generator;
 - `bubble_fraction`: the pipeline bubble under uniform stage times;
-- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks).
+- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks);
+- `optimal_slicing` (section 8.3): TeraPipe's choice of token slices for one long sequence.
 """
 from __future__ import annotations
 
@@ -59,3 +60,18 @@ def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: 
     ``dist.isend`` and return its Work (the caller waits on it); else return None.
     """
     raise NotImplementedError("hint: the last stage calls loss.backward(); the others dist.recv a gradient shaped like the output and pass it to torch.autograd.backward; then dist.isend the input's .grad (contiguous).")
+
+
+def optimal_slicing(seq_len, num_stages, cost):
+    """TeraPipe's slicing of one sequence: (least latency, slice lengths).
+
+    seq_len: L tokens (or blocks of tokens), an int >= 1; num_stages: K equal pipeline stages.
+    cost(length, context): the time, on one stage, of a slice of ``length`` tokens that follows
+    ``context`` tokens of prefix (exact numbers: ints or Fractions); it grows with both.
+    A slicing is a list of positive ints summing to L; slice j follows the tokens of slices
+    0..j-1, and its time is t_j = cost(l_j, l_0 + ... + l_{j-1}). Its latency on K stages is
+    Σ_j t_j + (K − 1)·max_j t_j. Return the least latency over all slicings and one slicing
+    that has it, in order: ``(latency, [l_0, l_1, ...])``. L up to about 32 must take well under a
+    second; trying all 2^(L−1) slicings does not.
+    """
+    raise NotImplementedError("hint: the max term is what couples the slices: fix it as a bound on every slice's time, and what is left is a dynamic program over prefixes of the sequence; only the distinct slice times can be the bound worth trying.")

@@ -537,20 +537,26 @@ def jacobian_race(shapes=((1, 100), (100, 1)), hidden: int = 16, repeats: int = 
 def _vjp(op, inputs, output, grad_output, attrs=None):
     """Gradients of a scalar loss L with respect to each input of one op, given ∂L/∂output.
 
-    op: one of "mul", "div", "matmul", "tanh", "exp", "log", "sum", "relu".
-    inputs: list of tensors, the op's operands (two for mul, div, matmul; one otherwise); the
-    elementwise ops here take operands of equal shape. output: the op's result on them.
-    grad_output: ∂L/∂output, a tensor of output's shape. attrs: for "sum", {"axis": None} (all
-    elements summed, output shape ()) or {"axis": k} (axis k summed away; k may be negative);
-    None or ignored for the other ops.
-    Returns a list with one tensor per input, ∂L/∂input, each of that input's shape.
-    Rules: mul a·b -> [g·b, g·a]; div a/b -> [g/b, −g·a/b²]; matmul a (m, k) @ b (k, n) ->
-    [g @ bᵀ, aᵀ @ g]; tanh -> g·(1 − output²); exp -> g·output; log -> g/a; relu -> g where a > 0,
-    else 0 (0 at a = 0); sum -> g broadcast back to the input's shape.
+    Derive each rule yourself: only the forward definitions are given. With a, b the inputs and
+    out the output (elementwise ops act on each element; their operands have equal shapes):
+
+    - "mul": out = a·b            - "div": out = a / b          - "tanh": out = tanh(a)
+    - "exp": out = eᵃ             - "log": out = ln a (a > 0)    - "relu": out = max(a, 0)
+    - "matmul": out = a @ b, a of shape (m, k), b of shape (k, n), out (m, n)
+    - "sum": attrs {"axis": None}: out = the sum of all of a's elements (shape ());
+      attrs {"axis": k}: out = a summed over axis k (that axis removed; k may be negative).
+
+    inputs: list of tensors, the op's operands (two for mul, div, matmul; one otherwise).
+    output: the op's result on them (use it where it saves work). grad_output: ∂L/∂output, a
+    tensor of output's shape. attrs: as above for "sum"; None or ignored for the other ops.
+    Returns a list with one tensor per input, ∂L/∂input = Σ over output elements of
+    ∂L/∂out · ∂out/∂input, each of that input's shape. relu's derivative at exactly 0 is 0.
     """
     # BEGIN SOLUTION
-    # HINT: differentiate each op by hand with the chain rule: multiply ∂L/∂output by the local
-    # HINT: derivative (use output where it is cheaper); a sum's gradient is broadcast back (unsqueeze, expand).
+    # HINT: the chain rule, op by op: an elementwise op multiplies ∂L/∂out by its local derivative
+    # HINT: (work it out on paper; some are cheapest written with out); for matmul, write one output
+    # HINT: element as a sum and ask which a and b elements it touches (match the shapes with .T);
+    # HINT: each summed element receives the gradient of the output it fed (unsqueeze, expand).
     a = inputs[0]
     g = grad_output
     if op == "mul":

@@ -420,6 +420,22 @@ def lab12_resume(module, steps: int = 8, stop: int = 4):
     return resume_experiment(module.resume_state, steps, stop)
 
 
+# ------------------------------------------------------------------ Lab 08: TeraPipe's slicing
+def lab08_slicing(module, cases: list):
+    """``module.optimal_slicing(L, K, cost)`` per case ``(L, K, (overhead, per_token, per_pair))``, with
+    cost a `labkit.pipeline.terapipe.SliceCost` built here (a callable does not cross to the worker):
+    {"result": what it returned, "error": None} or {"result": None, "error": "<type>: message"}."""
+    from labkit.pipeline.terapipe import SliceCost
+
+    out = []
+    for L, K, coefficients in cases:
+        try:
+            out.append({"result": module.optimal_slicing(L, K, SliceCost(*coefficients)), "error": None})
+        except Exception as e:  # noqa: BLE001 - the submission's failure is reported as data
+            out.append({"result": None, "error": f"{type(e).__name__}: {e}"[:300]})
+    return out
+
+
 # ------------------------------------------------------------------ Lab 13: graph passes
 def lab13_fx_pass(module, fn_name: str, cases: list, seed: int):
     """Run ``module.<fn_name>`` (a pass GraphModule -> GraphModule) on each `labkit.compiler.fx_cases`
@@ -444,6 +460,38 @@ def lab13_fx_pass(module, fn_name: str, cases: list, seed: int):
         except Exception as e:  # noqa: BLE001 - the submission's failure is reported as data
             out.append({"nodes": [], "outputs": [], "unchanged": gm.code == code,
                         "error": f"{type(e).__name__}: {e}"[:300]})
+    return out
+
+
+def lab13_dynamo(module, fn_name: str, cases: list):
+    """Per case ``(x, max_norm)``: ``module.<fn_name>``'s graphs and breaks under
+    ``torch._dynamo.explain`` (`labkit.compiler.inside_compile.graph_breaks`, which resets Dynamo
+    before and after), its eager output, and its output compiled with ``fullgraph=True`` on the
+    "eager" backend (Dynamo's capture, no code generation), or the error each raised."""
+    import contextlib
+    import io
+
+    import torch
+
+    from labkit.compiler.inside_compile import graph_breaks
+
+    fn = getattr(module, fn_name)
+    out = []
+    for x, max_norm in cases:
+        res = {"graphs": None, "breaks": None, "reasons": [], "eager": None, "compiled": None, "error": None}
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                res["eager"] = fn(x.clone(), max_norm)
+                report = graph_breaks(fn, x.clone(), max_norm)
+                res.update(graphs=report.graphs, breaks=report.breaks, reasons=report.reasons[:3])
+                torch._dynamo.reset()
+                try:
+                    res["compiled"] = torch.compile(fn, backend="eager", fullgraph=True)(x.clone(), max_norm)
+                finally:
+                    torch._dynamo.reset()
+        except Exception as e:  # noqa: BLE001 - the submission's failure is reported as data
+            res["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+        out.append(res)
     return out
 
 

@@ -156,15 +156,17 @@ the backward pass right as well as the forward: the grader checks gradients.
 LABS["lab08_pipeline"] = Lab(
     title="Lab 08 exercises: pipeline parallelism",
     doc="""
-Three pieces of the lab, each graded on its own:
+Four pieces of the lab, each graded on its own:
 - `schedule_1f1b`: the 1F1B schedule generator;
 - `bubble_fraction`: the pipeline bubble under uniform stage times;
-- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks).
+- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks);
+- `optimal_slicing` (section 8.3): TeraPipe's choice of token slices for one long sequence.
 """,
     imports=("from __future__ import annotations", "", "from fractions import Fraction", "", "import torch",
              "import torch.distributed as dist", "", "from labkit.pipeline.schedules import Action"),
     items=("labkit.pipeline.schedules._one_f_one_b", "labkit.pipeline.schedules.schedule_1f1b",
-           "labkit.pipeline.simulate.bubble_fraction", "labkit.pipeline.executor.stage_backward"),
+           "labkit.pipeline.simulate.bubble_fraction", "labkit.pipeline.executor.stage_backward",
+           "labkit.pipeline.terapipe._optimal_slicing as optimal_slicing"),
 )
 
 LABS["lab09_memory"] = Lab(
@@ -237,9 +239,10 @@ LABS["lab12_fault_tolerance"] = Lab(
 
 LABS["lab13_compilers"] = Lab(
     title="Lab 13 exercises: ML compilers",
-    doc="""- ``vjp``: reverse-mode backward rules for a few ops of the lab's graph IR;
+    doc="""- ``vjp``: reverse-mode backward rules for eight ops, derived from their forward definitions;
 - ``dead_code_elimination``, ``constant_folding``, ``common_subexpression_elimination``: three
   classic passes on torch.fx graphs;
+- ``clip_without_breaks``: a function rewritten so that Dynamo captures it whole (no graph break);
 - ``transactions``: how many memory transactions one warp's access needs (the GPU model).
 
 The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start from
@@ -253,6 +256,7 @@ The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start fro
            "labkit.compiler.fx_passes._dead_code_elimination as dead_code_elimination",
            "labkit.compiler.fx_passes._constant_folding as constant_folding",
            "labkit.compiler.fx_passes._common_subexpression_elimination as common_subexpression_elimination",
+           "labkit.compiler.inside_compile.clip_without_breaks",
            "labkit.gpu_model.coalescing._transactions as transactions"),
 )
 
