@@ -381,7 +381,8 @@ def _bucketed_rank(rank, world, fn, cfg, cap_mb, timing_cfg, timing_cap_mb, batc
                                       cap_bytes_of(timing_cap_mb)))
     per_param = DDP(GPT(timing_cfg, seed=0).to(device()))
     naive = DDP(GPT(timing_cfg, seed=0).to(device()), overlap=False)
-    variants = {"yours (bucketed)": (yours, finish), "per-parameter": (per_param, per_param.finish_gradient_synchronization),
+    variants = {"yours (bucketed)": (yours, finish),
+                "per-parameter": (per_param, per_param.finish_gradient_synchronization),
                 "naive": (naive, naive.finish_gradient_synchronization)}
     calls = {name: [] for name in variants}          # per variant: each all-reduce, True if during backward
     now_running = ["", False]                        # variant, in backward (from forward's end to finish)
@@ -420,7 +421,7 @@ def _bucketed_rank(rank, world, fn, cfg, cap_mb, timing_cfg, timing_cap_mb, batc
 def bucketed_picture(fn, cfg: GPTConfig = DATA_PARALLEL_GPT, cap_mb: float = 0.004, world: int = 2,
                      timing_cfg: GPTConfig = TIMING_GPT, timing_cap_mb: float = 1.0, batch_per_rank: int = 8,
                      steps: int = 5) -> Table:
-    """Your ``bucketed_ddp_hooks`` on 2 real ranks: trained (float64, buckets of ``cap_mb``) against
+    """Your ``bucketed_ddp_hooks`` on 2 real gloo ranks (CPU tensors, like the other pictures): trained (float64, buckets of ``cap_mb``) against
     one process; then timed on section 3's GPT (float32, ``timing_cap_mb`` buckets) against labkit's
     per-parameter overlapped DDP and the naive one (every all-reduce after backward), steps
     interleaved, medians of ``steps`` steps after a warm-up (ms). Returns the timing table (rank 0's
@@ -482,7 +483,8 @@ def noise_scale_picture(fn, ranks: int = 16, per_rank: int = 64):
 
 def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab06_data_parallel.py."""
-    return {"bucket_indices": bucket_picture, "data_parallel_hooks": hooks_picture, "bucketed_ddp_hooks": bucketed_picture,
+    return {"bucket_indices": bucket_picture, "data_parallel_hooks": hooks_picture,
+            "bucketed_ddp_hooks": bucketed_picture,
             "ssp_start_times": ssp_picture, "noise_scale": noise_scale_picture}[exercise]
 
 
