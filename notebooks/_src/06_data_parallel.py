@@ -15,9 +15,9 @@
 #    it fills them in reverse order;
 # 3. bound a step's time with the overlap formula T ≥ T_fwd + max(T_bwd, T_comm − t_last) + t_last,
 #    compute it exactly by replaying the communication channel, and measure naive, per-parameter
-#    and bucketed all-reduces against both;
+#    and bucketed all-reduces against both — and write the bucketed, overlapped DDP yourself;
 # 4. compare BSP, ASP and SSP on a real parameter server — each at its best learning rate — and
-#    explain why its one link becomes the bottleneck that a ring all-reduce avoids;
+#    explain why its one link becomes the bottleneck that a ring all-reduce avoids.
 #
 # How far data parallelism scales, what large batches, compression and local SGD do to the loss,
 # and how parallel SGD converges are the second part, `06b_scaling_convergence.ipynb`.
@@ -559,8 +559,8 @@ claim("P5: the server's link needs 12.8 GB/s, a ring link 0.75 GB/s",
 #   the model, whatever W.
 #
 # **Exercises** (in `exercises/lab06_data_parallel.py`): `bucket_indices`, `data_parallel_hooks`,
-# `bucketed_ddp_hooks`, `ssp_start_times` here, and `noise_scale` in part 2; each has a "check your
-# work" cell above its section's end. Grade them all with `python -m labkit.grade --lab 06` (or
+# `bucketed_ddp_hooks`, `ssp_start_times` here, and `noise_scale` in part 2; each ends its section with a
+# "check your work" cell. Grade them all with `python -m labkit.grade --lab 06` (or
 # `make grade LAB=06`).
 #
 # **Next:** part 2, `06b_scaling_convergence.ipynb` — scaling laws, large batches, compression and
