@@ -46,8 +46,8 @@ def bucket_indices(param_bytes, param_dtypes, cap_bytes):
     Example: bytes [4, 4, 4], one dtype, cap 8 -> [[2, 1], [0]].
     """
     # BEGIN SOLUTION
-    # HINT: a dict of open buckets keyed by dtype, each (members, bytes); walk reversed(range(...));
-    # HINT: a bucket that reaches the cap moves to the closed list; the open ones follow, in the order they opened.
+    # HINT: one open bucket per dtype at any moment, each knowing its bytes so far; reversed() walks in
+    # HINT: backward's order, and a dict remembers the order its keys were first added.
     closed, open_ = [], {}
     for i in reversed(range(len(param_bytes))):
         members, size = open_.get(param_dtypes[i], ([], 0))

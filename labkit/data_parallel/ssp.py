@@ -57,8 +57,8 @@ def _ssp_start_times(durations, staleness):
     Example: durations [[1, 1, 1], [3, 3, 3]], s = 1 -> [[0, 1, 3], [0, 3, 6]].
     """
     # BEGIN SOLUTION
-    # HINT: fill the table clock by clock: a worker starts after its own previous iteration and,
-    # HINT: under SSP(s), after the slowest worker has finished clock c - s - 1 (that is the gate).
+    # HINT: every start depends only on finishes of earlier clocks, so the table can be filled one clock
+    # HINT: (column) at a time for all workers; the staleness bound is one gate shared by a whole clock.
     workers, steps = len(durations), len(durations[0])
     start = [[0.0] * steps for _ in range(workers)]
     finish = [[0.0] * steps for _ in range(workers)]

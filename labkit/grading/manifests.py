@@ -120,11 +120,13 @@ LABS["lab06_data_parallel"] = Lab(
     doc="""
 - ``bucket_indices``: which gradients travel together (PyTorch DDP's bucketing rule);
 - ``data_parallel_hooks``: DDP from backward hooks, one asynchronous all-reduce per parameter;
+- ``bucketed_ddp_hooks``: the same with gradient buckets, one asynchronous all-reduce per bucket;
 - ``ssp_start_times``: the clock rule of a stale-synchronous parameter server;
 - ``noise_scale``: the gradient noise scale from the two gradients a data-parallel step has.
 """,
     imports=("import torch", "import torch.distributed as dist"),
     items=("labkit.data_parallel.buckets.bucket_indices", "labkit.data_parallel.ddp.data_parallel_hooks",
+           "labkit.data_parallel.ddp.bucketed_ddp_hooks",
            "labkit.data_parallel.ssp._ssp_start_times as ssp_start_times",
            "labkit.data_parallel.noise_scale._noise_scale as noise_scale"),
 )
