@@ -58,13 +58,8 @@ print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 # * **f** — identity in forward, all-reduce in backward (where a replicated x enters the split);
 # * **g** — all-reduce in forward, identity in backward (where partial sums leave it).
 #
-# They are *conjugate*: one's backward is the other's forward. Here they are, as autograd functions:
-
-# %%
-show(_CopyToTP)
-show(_ReduceFromTP)
-show(ColumnParallelLinear.forward)
-show(RowParallelLinear.forward)
+# They are *conjugate*: one's backward is the other's forward. In PyTorch each is a
+# `torch.autograd.Function`, whose static `forward` and `backward` you write yourself.
 
 # %% [markdown]
 # ### Exercises 1–4: f, g, and the two split layers
@@ -72,6 +67,8 @@ show(RowParallelLinear.forward)
 # In `exercises/lab07_tensor_parallel.py`, write `copy_to_tp` (f) and `reduce_from_tp` (g) as
 # autograd functions, then `column_parallel_linear` and `row_parallel_linear` with them. Each cell
 # runs your function on 2 real ranks and compares outputs and gradients with the unsplit layer.
+# Each is graded on its own: the split layers are run with the grader's f and g, so a stub f or g
+# costs only its own points.
 
 # %%
 check_your_work("lab07_tensor_parallel", "copy_to_tp", picture=lab.picture("copy_to_tp"))
@@ -84,6 +81,16 @@ check_your_work("lab07_tensor_parallel", "column_parallel_linear", picture=lab.p
 
 # %%
 check_your_work("lab07_tensor_parallel", "row_parallel_linear", picture=lab.picture("row_parallel_linear"))
+
+# %% [markdown]
+# Ours, for comparison once yours pass — f, g, and the two layers' `forward`s (labkit's layers
+# also record each collective for the tables below and take their group from the context):
+
+# %%
+show(_CopyToTP)
+show(_ReduceFromTP)
+show(ColumnParallelLinear.forward)
+show(RowParallelLinear.forward)
 
 # %% [markdown]
 # ## 2. Megatron's pairing: column, then row
