@@ -255,7 +255,7 @@ claim_close("one layer of ours, reconciled, is Korthikanti's per-layer count exa
 # saves the segment's input, and whose `backward` recomputes and calls `torch.autograd.backward`.
 #
 # Memory: ⌈N/k⌉ segment inputs are kept, plus, during one segment's backward, its k recomputed
-# activations — about (N/k + k) activations, smallest near k = √N. The exact peak of our chain,
+# activations. The exact peak of our chain,
 # with a the bytes of one (B, w) activation, is (⌈N/k⌉ + k + 2)·a plus a layer's gradients and two
 # scalars. The cost: every layer runs forward twice, so one extra forward per step.
 #
@@ -274,8 +274,9 @@ claim("k = 1 is worse than no checkpointing", peak[1] > peak["none"], f"{peak[1]
 claim("the extra work is one forward for every k", set(ck.column("extra FLOPs")[1:]) == {8192}, "8192 FLOPs")
 
 # %% [markdown]
-# k = 4 = √16 is best. k = 1 is *worse* than no checkpointing: every layer's input is kept anyway,
-# and the segment machinery adds the incoming gradient and the recomputed output. Every
+# k = 4 = √16 is best: about N/k + k activations are kept, smallest near k = √N. k = 1 is
+# *worse* than no checkpointing: every layer's input is kept anyway, and the segment machinery
+# adds the incoming gradient and the recomputed output. Every
 # measurement equals the closed form, and the extra FLOPs are exactly one forward for every k.
 # Now go back to the widget in section 2 and step through k: the red hill flattens into ⌈N/k⌉
 # small ones.
