@@ -122,16 +122,9 @@ claim("every transfer of the ring goes to the next rank", all(t.dst == (t.src + 
 # chunk (r−s) mod N and stores chunk (r−s−1) mod N.
 
 # %% [markdown]
-# ### The code, and the simulator against a real run
+# ### The simulator against a real run
 #
-# `labkit.collectives.ring_all_reduce` is the two halves one after the other, on a flat view of
-# the tensor cut by `chunk_bounds`:
-
-# %%
-show(C.ring_all_reduce)
-
-# %% [markdown]
-# Each half only ever calls `exchange`: an `isend` and an `irecv` posted together, then both
+# Each half of our ring only ever calls `exchange`: an `isend` and an `irecv` posted together, then both
 # waited on. Posting both before waiting is what keeps a ring from deadlocking — if every rank
 # first waited for its send to be received, nobody would be receiving.
 
@@ -170,6 +163,13 @@ check_your_work("lab05_collectives", "ring_all_gather_chunks",
 
 # %%
 check_your_work("lab05_collectives", "ring_all_reduce", picture=lab.picture("ring_all_reduce"))
+
+# %% [markdown]
+# Ours, for comparison once yours pass: `labkit.collectives.ring_all_reduce` is the two halves one
+# after the other, on a flat view of the tensor cut by `chunk_bounds`:
+
+# %%
+show(C.ring_all_reduce)
 
 # %% [markdown]
 # ## 3. Bytes on the wire
