@@ -1,4 +1,4 @@
-"""The Lab 11 notebook's one-liners (labkit.planner.lab) and drawings (labkit.viz.parallel3d)."""
+"""The Lab 11 notebook's one-liners (labkit.planner.lab) and drawings (labkit.parallel3d.draw)."""
 import matplotlib
 import pytest
 
@@ -9,7 +9,7 @@ from labkit.parallel3d import lab as grid_lab
 from labkit.planner import lab
 from labkit.planner.memory import first_stage_bytes, memory_per_gpu
 from labkit.planner.model import flops_per_iteration
-from labkit.viz import parallel3d as V
+from labkit.parallel3d import draw as V
 from solutions import lab11_parallel3d as S
 
 matplotlib.use("Agg")
@@ -191,10 +191,10 @@ def test_drawings():
     assert "each on ≤ 2 nodes" in fig.axes[0].get_title(loc="left")
     with pytest.raises(ValueError, match="colour_by must be one of"):
         V.cluster_figure(2, 2, 2, 4, "xx")
-    assert len(V.plan_frame("39.1", 512, 1536, "pp").axes) == 3
-    assert "no plan fits" in V.plan_frame("1008", 32, 128).axes[0].texts[0].get_text()
+    assert len(lab.plan_frame("39.1", 512, 1536, "pp").axes) == 3
+    assert "no plan fits" in lab.plan_frame("1008", 32, 128).axes[0].texts[0].get_text()
     setup = TrainSetup(1, 1, 2, 4, 2)
     tl = Timeline3D({0: [("F0@s0", 0.0, 0.1), ("dp all-reduce", 0.2, 0.3)], 1: [("B0@s1", 0.1, 0.2)]}, 0.3,
                     {0: Coord(0, 0, 0), 1: Coord(0, 0, 1)}, setup)
     assert V.timeline_figure(tl).axes[0].get_title(loc="left").startswith("one step on 2 gloo ranks")
-    V.plan_widget()
+    lab.plan_widget()

@@ -210,7 +210,7 @@ def cuda_peak_table(cfg: GPTConfig = MEMORY_GPT, batch_size: int = 8) -> Table:
 def checkpoint_widget(n_layers: int = 8, width: int = 16, batch_size: int = 64):
     """Play + slider over activation checkpointing's segment length k = none, 1, 2, ..., N: one
     step's memory timeline each (`step_timeline`, all computed first), drawn by `viz.memory`."""
-    from labkit.viz.memory import checkpoint_frame
+    from labkit.memory.draw import checkpoint_frame
     from labkit.viz.player import player
 
     timelines = [step_timeline(n_layers, None, width, batch_size)] + \
@@ -226,7 +226,7 @@ def checkpoint_picture(fn, n_layers: int = 8, width: int = 16, batch_size: int =
     from IPython.display import HTML, display
 
     from labkit.memory.tracker import ActivationPeakTracker
-    from labkit.viz.memory import timeline_figure
+    from labkit.memory.draw import timeline_figure
     from labkit.viz.player import figure_to_html
 
     rows = []
@@ -316,7 +316,7 @@ def chain_table(chains=CHAINS) -> Table:
 def lifetime_player(widths=(64, 64, 64, 64), batch_size: int = 8):
     """Play + slider over `chain_lifetimes`: each module's run and its input's release, both modes."""
     from labkit.memory.inference import chain_lifetimes
-    from labkit.viz.inference import lifetime_html
+    from labkit.memory.draw import lifetime_html
     from labkit.viz.player import player
 
     lt = chain_lifetimes(list(widths), batch_size)
@@ -408,7 +408,7 @@ def wall_table(models=None) -> Table:
 def wall_player():
     """Play + slider over the years: the models published so far against the largest device memory."""
     from labkit.memory.wall import DEVICES, largest_device, wall_rows
-    from labkit.viz.memory import wall_figure
+    from labkit.memory.draw import wall_figure
     from labkit.viz.player import player
 
     rows = wall_rows()

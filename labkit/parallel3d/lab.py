@@ -3,7 +3,7 @@
     run_grids(grids)                the real dp × tp × pp runs on 8 gloo ranks (one launch)
     equivalence_table(runs)         each grid vs one process; replicas and tied copies identical
     counted_bytes_table(run)        bytes counted per dimension on every rank vs the closed forms
-    timeline_of(run)                a run's last step, for `labkit.viz.parallel3d.timeline_figure`
+    timeline_of(run)                a run's last step, for `labkit.parallel3d.draw.timeline_figure`
     coords_picture(fn), groups_picture(fn)
                                     a learner's rank_coords / group_ranks next to `grid`'s answers
 
@@ -60,7 +60,7 @@ def counted_bytes_table(run, cfg: GPTConfig = PARALLEL3D_GPT) -> Table:
 
 
 def timeline_of(run) -> Timeline3D:
-    """The run's last step as a `Timeline3D` (draw it with labkit.viz.parallel3d.timeline_figure)."""
+    """The run's last step as a `Timeline3D` (draw it with labkit.parallel3d.draw.timeline_figure)."""
     return Timeline3D(run.timeline, run.step_times[-1], run.coords, run.setup)
 
 

@@ -43,7 +43,7 @@ from labkit.planner.cost import selene
 from labkit.planner.device import A100_80GB, waves
 from labkit.planner.published import MEGATRON_2021_TABLE1
 from labkit.show import show
-from labkit.viz import parallel3d as V
+from labkit.parallel3d import draw as V
 from labkit.viz.player import figure_to_html
 
 print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
@@ -243,7 +243,7 @@ claim("and its activations pp = 8 times too small", abs(shrink - 8) < 1e-9, f"{s
 # "pp" or "dp" to see where those groups lie.
 
 # %%
-V.plan_widget()
+lab.plan_widget()
 
 # %% [markdown]
 # **Predict first:** how many candidate plans for a 1T-parameter model on 4096 GPUs, and how long

@@ -1,12 +1,12 @@
-"""Drawings for Lab 11: where a 3D-parallel plan's ranks sit, what its step is made of, and the
+"""Lab 11's drawings: where a 3D-parallel plan's ranks sit, what its step is made of, and the
 real 2×2×2 run's timeline.
 
 ``cluster_figure(dp, tp, pp, gpus_per_node, colour_by)`` draws nodes as rows of GPU cells, each
 cell coloured by the index of its ``colour_by`` group ("tp", "dp" or "pp") and labelled with its
-(dp, tp, pp) coordinates (rank order of `labkit.planner.grid`). ``plan_figure(prediction, ...)``
-adds the predicted step breakdown and memory per GPU of a `labkit.planner.Prediction`;
-``plan_widget`` puts model, GPU count, batch and colouring controls over the planner's best plan.
-``timeline_figure(tl)`` draws a `labkit.parallel3d.Timeline3D`: one row per rank.
+(dp, tp, pp) coordinates (the rank order of `labkit.parallel3d.grid`). ``plan_figure(prediction,
+...)`` adds the predicted step breakdown and memory per GPU of a finished `labkit.planner`
+prediction (the planner's search and its widget are `labkit.planner.lab.plan_frame` /
+`plan_widget`). ``timeline_figure(tl)`` draws a `labkit.parallel3d.Timeline3D`: one row per rank.
 """
 from __future__ import annotations
 
@@ -130,39 +130,9 @@ def timeline_figure(tl, time_unit: str = "ms"):
     return fig
 
 
-def plan_frame(params_billion: str = "39.1", gpus: int = 512, global_batch: int = 1536, colour_by: str = "tp"):
-    """The planner's best plan for a Table 1 model (Narayanan et al. 2021) on ``gpus`` A100-80GB
-    (8 per node), drawn with `plan_figure`; a one-line figure when no plan fits."""
-    from labkit.planner.cost import selene
-    from labkit.planner.published import MEGATRON_2021_TABLE1
-    from labkit.planner.search import search
-
-    run = next(r for r in MEGATRON_2021_TABLE1 if f"{r.params_billion:g}" == params_billion)
-    cluster = selene(gpus)
-    result = search(run.model, cluster, global_batch)
-    if not result.plans:
-        fig, ax = plt.subplots(figsize=(9, 0.8))
-        reason = result.rejected[0].reason if result.rejected else "no candidate plan"
-        ax.text(0, 0.5, f"{params_billion}B on {gpus} GPUs, batch {global_batch}: no plan fits ({reason})",
-                fontsize=9, va="center")
-        ax.axis("off")
-        return fig
-    return plan_figure(result.best, cluster.gpus_per_node, colour_by,
-                       title=f"{params_billion}B on {gpus} GPUs, batch {global_batch}: {result.best}")
-
-
-def plan_widget():
-    """Model, GPU count, batch and colouring controls over `plan_frame`."""
-    import ipywidgets as W
-
-    from labkit.planner.published import MEGATRON_2021_TABLE1
-    from labkit.viz.player import controlled
-
-    return controlled(plan_frame,
-                      params_billion=W.Dropdown(options=[f"{r.params_billion:g}" for r in MEGATRON_2021_TABLE1],
-                                                value="39.1", description="model (B params)"),
-                      gpus=W.Dropdown(options=[32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096], value=512,
-                                      description="GPUs"),
-                      global_batch=W.Dropdown(options=[128, 512, 1024, 1536, 2048, 3072], value=1536,
-                                              description="global batch"),
-                      colour_by=W.Dropdown(options=list(KINDS), value="tp", description="colour by"))
+def note_figure(text: str):
+    """A one-line figure holding ``text`` (where a plan would be drawn and none exists)."""
+    fig, ax = plt.subplots(figsize=(9, 0.8))
+    ax.text(0, 0.5, text, fontsize=9, va="center")
+    ax.axis("off")
+    return fig
