@@ -3,7 +3,7 @@ rank's in-memory copy is kept. Each takes finished data; `labkit.checkpoint.lab`
 (`job_timeline_frame` simulates a run, `recovery_line_frame` finds the cut, `tiers_frame` the
 tiers) and wires the widgets.
 
-``job_timeline_figure(tl, expected, ...)`` draws one run (`labkit.checkpoint.interval.Timeline`):
+``job_timeline_figure(tl, expected, ...)`` draws one run (`labkit.checkpoint.interval.JobTimeline`):
 a bar of useful work, checkpoints, lost work and restarts with the failures marked, over a plot of
 the job's progress (it falls back to the last checkpoint at each failure); the title carries the
 run's wall time and waste and the Young/Daly intervals. ``recovery_line_figure(...)`` draws a

@@ -31,7 +31,7 @@ from labkit.data_parallel.ddp import DDP
 from labkit.data_parallel.overlap import BucketSpan, OverlapResult, overlap_step_time, simulate_overlap
 from labkit.data_parallel.param_server import PSConfig, run_many, server_bytes_per_step
 from labkit.data_parallel.ssp import ssp_makespan, ssp_staleness, ssp_start_times
-from labkit.data_parallel.step_timing import Measured, time_ddp_steps
+from labkit.data_parallel.step_timing import DDPTimings, time_ddp_steps
 from labkit.dist import device, launch
 from labkit.model import DATA_PARALLEL_GPT, GPT, GPTConfig, batch
 from labkit.table import Table
@@ -141,24 +141,24 @@ def torch_bucket_history(cfg: GPTConfig, caps=(None, 1.0)) -> list[dict]:
 # --------------------------------------------------------------------------- overlap
 
 def measure_overlap(cfg: GPTConfig, batch_per_rank: int = 8, cap_mb: float = 1.0, world: int = 2,
-                    steps: int = 5) -> Measured:
+                    steps: int = 5) -> DDPTimings:
     """Every variant timed on ``world`` real ranks (see `step_timing.time_ddp_steps`): gloo on CPU,
     NCCL with a GPU per rank."""
     return launch(time_ddp_steps, world, cfg, batch_per_rank, cap_mb, steps, timeout=300)[0]
 
 
-def comm_times(m: Measured, bucketed: bool) -> list[float]:
+def comm_times(m: DDPTimings, bucketed: bool) -> list[float]:
     """Measured all-reduce seconds of each bucket (or each parameter), in the order they become ready."""
     if bucketed:
         return [m.comm[sum(m.nbytes[i] for i in b)] for b in m.buckets]
     return [m.comm[n] for n in reversed(m.nbytes)]
 
 
-def predicted_step(m: Measured, name: str) -> float:
+def predicted_step(m: DDPTimings, name: str) -> float:
     """The model's step time (s) for variant ``name`` from the parts measured alone, plus the
     variant's measured ``lag`` (the ranks do not finish backward together, and no all-reduce
     completes before the last rank joins it): naive T_fwd + T_bwd + lag + the burst of its
-    all-reduces (`Measured.burst`); overlapped, the lower bound
+    all-reduces (`DDPTimings.burst`); overlapped, the lower bound
     T_fwd + max(T_bwd, T_comm − t_last) + t_last + lag."""
     v = m.variants[name]
     if name == "naive":
@@ -166,7 +166,7 @@ def predicted_step(m: Measured, name: str) -> float:
     return overlap_step_time(m.fwd, m.bwd, comm_times(m, name == "bucketed")) + v.lag
 
 
-def overlap_table(m: Measured) -> Table:
+def overlap_table(m: DDPTimings) -> Table:
     """Measured step parts (ms) of each variant next to `predicted_step`."""
     rows = []
     for name, v in m.variants.items():
@@ -181,7 +181,7 @@ def overlap_table(m: Measured) -> Table:
                  title=f"{m.world} ranks, ms; compute alone: fwd {m.fwd * 1e3:.1f}, bwd {m.bwd * 1e3:.1f}")
 
 
-def fitted_alpha_beta(m: Measured) -> tuple[float, float]:
+def fitted_alpha_beta(m: DDPTimings) -> tuple[float, float]:
     """(α s, β s/byte) fitted (Lab 05's fit, ring all-reduce model) to the all-reduce times measured alone."""
     return fit_alpha_beta([("ring_all_reduce", m.world, n, t) for n, t in m.comm.items()])
 

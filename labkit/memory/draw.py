@@ -2,7 +2,7 @@
 
 A training step's memory, op by op, stacked by category:
 
-``timeline_figure(timeline)`` draws a `labkit.memory.lab.Timeline` (parameters, gradients,
+``timeline_figure(timeline)`` draws a `labkit.memory.lab.MemoryTimeline` (parameters, gradients,
 optimizer states and activations after every op; forward / backward / step shaded; the peak
 marked). ``checkpoint_frame(timelines, i, ymax)`` is one frame of
 `labkit.memory.lab.checkpoint_widget`, which steps through segment lengths k of activation

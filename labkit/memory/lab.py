@@ -102,7 +102,7 @@ def activation_table(cfg: GPTConfig = MEMORY_GPT, batch_size: int = 4, dtype: to
 
 
 @dataclass(frozen=True)
-class Timeline:
+class MemoryTimeline:
     """One training step of a chain: bytes by category after every op (``samples``), the peak of
     all bytes, and the closed form of the peak activation bytes (``closed_form``,
     `labkit.memory.activation_checkpointing.chain_peak_bytes`; None for a learner's own function)."""
@@ -114,7 +114,7 @@ class Timeline:
     closed_form: int | None
 
 
-def step_timeline(n_layers: int = 8, segment: int | None = None, width: int = 16, batch_size: int = 64) -> Timeline:
+def step_timeline(n_layers: int = 8, segment: int | None = None, width: int = 16, batch_size: int = 64) -> MemoryTimeline:
     """Track one Adam step (forward, backward, step) of ``make_chain(n_layers, width)`` on a
     (batch_size, width) input, checkpointed in segments of ``segment`` layers (None: not at all).
     A first step runs untracked, so Adam's states already exist, as in training."""
@@ -146,7 +146,7 @@ def step_timeline(n_layers: int = 8, segment: int | None = None, width: int = 16
         tracker.mark("step")
         opt.step()
     closed = chain_peak_bytes(n, segment, batch_size, width, 8, "ours" if segment else "none")
-    return Timeline(n, segment, tuple(tracker.timeline), tracker.peak_bytes, closed)
+    return MemoryTimeline(n, segment, tuple(tracker.timeline), tracker.peak_bytes, closed)
 
 
 def _plain(layers, x):
@@ -259,7 +259,7 @@ def checkpoint_picture(fn, n_layers: int = 8, width: int = 16, batch_size: int =
     return rows
 
 
-def _timeline_of(fn, n_layers, segment, width, batch_size) -> Timeline:
+def _timeline_of(fn, n_layers, segment, width, batch_size) -> MemoryTimeline:
     layers = make_chain(n_layers, width)
     holder = torch.nn.ModuleList(layers)
     x = torch.randn(batch_size, width, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -269,7 +269,7 @@ def _timeline_of(fn, n_layers, segment, width, batch_size) -> Timeline:
         loss = fn(list(layers), x, segment).pow(2).mean()
         tracker.mark("backward")
         loss.backward()
-    return Timeline(n_layers, segment, tuple(tracker.timeline), tracker.peak_bytes, None)
+    return MemoryTimeline(n_layers, segment, tuple(tracker.timeline), tracker.peak_bytes, None)
 
 
 def block_bytes_picture(fn):

@@ -189,7 +189,7 @@ def training_table(kind: str = "gpipe", p: int = 4, m: int = 4, steps: int = 10,
 
 
 @dataclass
-class Measured:
+class TimedPipelineStep:
     """A timed real step (`run`, a PipelineRun) and the simulator fed its median stage times."""
 
     kind: str
@@ -210,7 +210,7 @@ class Measured:
             f"{float(self.sim.bubble_fraction):.3f}, (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.3f}"])
 
 
-def measure(kind: str, cfg, repeats: int = 3) -> Measured:
+def measure(kind: str, cfg, repeats: int = 3) -> TimedPipelineStep:
     """Run ``kind`` (one stage per rank) for ``cfg`` on real ranks, take each stage's median forward
     and backward time from the recorded timeline, and simulate the schedule with those times."""
     from labkit.pipeline.executor import run_pipeline
@@ -223,7 +223,7 @@ def measure(kind: str, cfg, repeats: int = 3) -> Measured:
                                   if a.stage == st and a.kind == k])
 
     tf, tb = [median(st, "F") for st in range(p)], [median(st, "B") for st in range(p)]
-    return Measured(kind, tf, tb, run, time_schedule(schedule(kind, p, m), tf, tb))
+    return TimedPipelineStep(kind, tf, tb, run, time_schedule(schedule(kind, p, m), tf, tb))
 
 
 # --------------------------------------------------------------------------- your functions, through the lab's pictures
@@ -296,7 +296,7 @@ def picture(exercise: str):
 
 
 __all__ = ["zero_bubble_makespan", "simulate_zero_bubble", "zero_bubble_table", "peak_table", "executor_table",
-           "measure", "Measured", "schedule_picture", "bubble_picture", "backward_picture", "picture", "wrap"]
+           "measure", "TimedPipelineStep", "schedule_picture", "bubble_picture", "backward_picture", "picture", "wrap"]
 
 
 def frame_stats(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: int = 1,
