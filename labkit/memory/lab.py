@@ -209,7 +209,7 @@ def cuda_peak_table(cfg: GPTConfig = MEMORY_GPT, batch_size: int = 8) -> Table:
 
 def checkpoint_widget(n_layers: int = 8, width: int = 16, batch_size: int = 64):
     """Play + slider over activation checkpointing's segment length k = none, 1, 2, ..., N: one
-    step's memory timeline each (`step_timeline`, all computed first), drawn by `viz.memory`."""
+    step's memory timeline each (`step_timeline`, all computed first), drawn by `labkit.memory.draw`."""
     from labkit.memory.draw import checkpoint_frame
     from labkit.viz.player import player
 
@@ -225,8 +225,8 @@ def checkpoint_picture(fn, n_layers: int = 8, width: int = 16, batch_size: int =
     activation bytes vs the every-segment closed form; draws your step's memory timeline at k = 3."""
     from IPython.display import HTML, display
 
-    from labkit.memory.tracker import ActivationPeakTracker
     from labkit.memory.draw import timeline_figure
+    from labkit.memory.tracker import ActivationPeakTracker
     from labkit.viz.player import figure_to_html
 
     rows = []
