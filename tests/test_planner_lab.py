@@ -184,13 +184,26 @@ def test_equivalence_and_bytes_tables_on_four_ranks():
     V.timeline_figure(tl)
 
 
+def test_cluster_layout_is_the_grids_own_data():
+    from labkit.parallel3d.grid import coords, groups
+
+    lay = grid_lab.cluster_layout(2, 2, 2, 4, "dp")
+    assert lay["shown"] == 8 and lay["spans"] == 1
+    assert all(lay["coords"][r] == tuple(coords(r, 2, 2, 2)) for r in range(8))
+    for g in groups(2, 2, 2)["dp"]:                       # one colour per dp group, a different one for each
+        assert len({lay["group"][r] for r in g}) == 1
+    assert len(set(lay["group"].values())) == len(groups(2, 2, 2)["dp"])
+    big = grid_lab.cluster_layout(8, 8, 8, 8, "tp")       # 512 GPUs: the first 64 drawn, tp on one node
+    assert big["shown"] == 64 and sorted(big["coords"]) == list(range(64)) and big["spans"] == 1
+
+
 def test_drawings():
-    fig = V.cluster_figure(2, 2, 2, 4, "tp")
+    fig = grid_lab.cluster_figure(2, 2, 2, 4, "tp")
     assert "each on ≤ 1 node" in fig.axes[0].get_title(loc="left")
-    fig = V.cluster_figure(1, 8, 1, 4, "tp")
+    fig = grid_lab.cluster_figure(1, 8, 1, 4, "tp")
     assert "each on ≤ 2 nodes" in fig.axes[0].get_title(loc="left")
     with pytest.raises(ValueError, match="colour_by must be one of"):
-        V.cluster_figure(2, 2, 2, 4, "xx")
+        grid_lab.cluster_figure(2, 2, 2, 4, "xx")
     assert len(lab.plan_frame("39.1", 512, 1536, "pp").axes) == 3
     assert "no plan fits" in lab.plan_frame("1008", 32, 128).axes[0].texts[0].get_text()
     setup = TrainSetup(1, 1, 2, 4, 2)

@@ -37,6 +37,7 @@ from labkit.model import GPT, GPTConfig, batch
 from labkit.parallel3d.comm_bytes import DIMENSIONS, rank_bytes_per_step
 from labkit.parallel3d.draw import note_figure, plan_figure
 from labkit.parallel3d.grid import KINDS
+from labkit.parallel3d.lab import cluster_layout
 from labkit.planner import calibrate as C
 from labkit.planner.cost import (A100_80GB_SELENE, MEGATRON_2021_TORCH_DDP, MEGATRON_2022, Cluster, piece_times,
                                  predict, selene)
@@ -522,7 +523,8 @@ def plan_frame(params_billion: str = "39.1", gpus: int = 512, global_batch: int 
     if not result.plans:
         reason = result.rejected[0].reason if result.rejected else "no candidate plan"
         return note_figure(f"{params_billion}B on {gpus} GPUs, batch {global_batch}: no plan fits ({reason})")
-    return plan_figure(result.best, cluster.gpus_per_node, colour_by,
+    p = result.best.plan
+    return plan_figure(result.best, cluster_layout(p.dp, p.tp, p.pp, cluster.gpus_per_node, colour_by),
                        title=f"{params_billion}B on {gpus} GPUs, batch {global_batch}: {result.best}")
 
 

@@ -68,7 +68,8 @@ print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 # %%
 from IPython.display import HTML, display
 
-display(HTML(figure_to_html(V.cluster_figure(2, 2, 2, 4, "tp")) + figure_to_html(V.cluster_figure(2, 2, 2, 4, "dp"))))
+display(HTML(figure_to_html(grid_lab.cluster_figure(2, 2, 2, 4, "tp"))
+             + figure_to_html(grid_lab.cluster_figure(2, 2, 2, 4, "dp"))))
 show(G.build_grid)
 
 # %% [markdown]
