@@ -169,49 +169,49 @@ def autotuning(quick: bool):
     return res, rows, marks, sum(rhos) / len(rhos), took, slowest
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller inputs, fewer lengths")
-    a = ap.parse_args(argv)
-    warnings.simplefilter("ignore")
+def inductor_startup() -> float:
+    """Time-real-compiles settings (no FX graph cache, one thread), then Inductor's one-time start-up
+    (C++ headers, imports) paid on a throwaway compile, charged to no row: its seconds."""
     import torch._inductor.config as inductor_config
 
     inductor_config.fx_graph_cache = False          # time real compiles, not cache hits
     torch.set_num_threads(1)       # one thread: steadier on a shared machine; Inductor's kernels too
-    t_start = time.perf_counter()
-    torch._dynamo.reset()          # one-time start-up (C++ headers, imports), charged to no row
-    torch.compile(lambda x: torch.cos(x) + 1)(torch.randn(8))
-    startup = time.perf_counter() - t_start
+    t0 = time.perf_counter()
     torch._dynamo.reset()
+    torch.compile(lambda x: torch.cos(x) + 1)(torch.randn(8))
+    torch._dynamo.reset()
+    return time.perf_counter() - t0
 
-    rows = eager_vs_compiled(a.quick)
-    fusion_rows = fusion_pass(a.quick)
-    counts = compile_counts()
-    lengths, bucket_rows = bucketing(a.quick)
-    res, tune_rows, marks, rho, tune_s, slowest = autotuning(a.quick)
-    triton_note = "Triton matmul configurations: not searched (needs a CUDA GPU; the interpreter's times mean nothing)."
-    if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1":
-        tri = at.compare(at.triton_space(), at.triton_measure(n=2048), 30, range(10))
-        c = tri["curves"]
-        triton_note = (f"Triton matmul (Lab 04, fp16, n = 2048), {len(at.triton_space())} configurations: fastest "
-                       f"{tri['best_config']} at {tri['optimum'] * 1e3:.3f} ms; best/optimum after 10 and 30 "
-                       f"evaluations: random {c['random'][9]:.3f}, {c['random'][29]:.3f}; model "
-                       f"{c['model'][9]:.3f}, {c['model'][29]:.3f} (mean of 10 seeds).")
-    if cuda_graphs.available():
-        r = cuda_graphs.measure()
-        graphs_note = (f"CUDA graphs: {r.kernels} small kernels, eager {r.eager_us_per_kernel:.1f} us/kernel, "
-                       f"replayed graph {r.graph_us_per_kernel:.1f} us/kernel ({r.speedup:.1f}x).")
-    else:
-        graphs_note = "CUDA graphs: not measured (" + cuda_graphs.GPU_MESSAGE + ")."
-    total = time.perf_counter() - t_start
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    shutil.rmtree(_CACHE, ignore_errors=True)
+
+def triton_note() -> str:
+    """The Triton matmul configurations searched on a CUDA GPU; one line saying why not elsewhere."""
+    if not (torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") != "1"):
+        return "Triton matmul configurations: not searched (needs a CUDA GPU; the interpreter's times mean nothing)."
+    tri = at.compare(at.triton_space(), at.triton_measure(n=2048), 30, range(10))
+    c = tri["curves"]
+    return (f"Triton matmul (Lab 04, fp16, n = 2048), {len(at.triton_space())} configurations: fastest "
+            f"{tri['best_config']} at {tri['optimum'] * 1e3:.3f} ms; best/optimum after 10 and 30 "
+            f"evaluations: random {c['random'][9]:.3f}, {c['random'][29]:.3f}; model "
+            f"{c['model'][9]:.3f}, {c['model'][29]:.3f} (mean of 10 seeds).")
+
+
+def graphs_note() -> str:
+    """CUDA graphs against eager launches where a GPU is; one line saying why not elsewhere."""
+    if not cuda_graphs.available():
+        return "CUDA graphs: not measured (" + cuda_graphs.GPU_MESSAGE + ")."
+    r = cuda_graphs.measure()
+    return (f"CUDA graphs: {r.kernels} small kernels, eager {r.eager_us_per_kernel:.1f} us/kernel, "
+            f"replayed graph {r.graph_us_per_kernel:.1f} us/kernel ({r.speedup:.1f}x).")
+
+
+def notes_text(startup, load, fusion_rows, counts, lengths, bucket_rows, res, tune_rows, marks, rho, tune_s,
+               slowest, triton_line, graphs_line, total) -> str:
     best = res["best_config"]
     pad = sum(ic.next_pow2(n) for n in lengths) / sum(lengths) - 1
     static_compiles = next(r[1] for r in bucket_rows if r[0] == "static")
     compiled_lengths = set(list(dict.fromkeys(lengths))[:static_compiles])   # first distinct ones
     eager_calls = sum(n not in compiled_lengths for n in lengths)
-    notes = f"""
+    return f"""
 Inference (`torch.no_grad`), float32, {torch.get_num_threads()} torch thread (eager and Inductor's
 kernels alike), on a shared 2-core machine (1-minute load average {load:.1f} at the end: timings
 carry noise from other processes). speed-up = eager / compiled (median of 7, best of 5 alternating
@@ -276,12 +276,32 @@ A ridge model fitted on 30 measured configurations ranks the other 95 with mean 
 rho = {rho:.2f} (20 splits). Here every tile product is a BLAS call, so time is mostly set by the
 number of calls and large tiles win; the search problem is small but real.
 
-{triton_note}
+{triton_line}
 
-{graphs_note}
+{graphs_line}
 
 Whole script: {total:.0f} s.
 """
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller inputs, fewer lengths")
+    a = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    t_start = time.perf_counter()
+    startup = inductor_startup()
+    rows = eager_vs_compiled(a.quick)
+    fusion_rows = fusion_pass(a.quick)
+    counts = compile_counts()
+    lengths, bucket_rows = bucketing(a.quick)
+    res, tune_rows, marks, rho, tune_s, slowest = autotuning(a.quick)
+    triton, graphs = triton_note(), graphs_note()
+    total = time.perf_counter() - t_start
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    shutil.rmtree(_CACHE, ignore_errors=True)
+    notes = notes_text(startup, load, fusion_rows, counts, lengths, bucket_rows, res, tune_rows, marks, rho,
+                       tune_s, slowest, triton, graphs, total)
     path = write_results(
         "compiler", "torch.compile (Inductor) vs eager; recompiles; autotuning search",
         ["workload", "input", "graphs (breaks)", "eager ms", "compiled ms", "speed-up", "compile s",

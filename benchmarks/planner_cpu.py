@@ -68,32 +68,35 @@ def _median_error(rows, keep) -> str:
     return f"{statistics.median(errs):+.0%} ({len(errs)} grids)" if errs else "-"
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=5, help="timed steps per grid (after one warm-up)")
-    ap.add_argument("--passes", type=int, default=2, help="measurements of every grid (the faster counts)")
-    a = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    load_before = os.getloadavg()[0]
-    model, dtype = local_model(), run_dtype()
+HEADER = ["ranks", "dp", "tp", "pp", "b", "block passes/rank", "compute ms", "bubble ms", "tp ms", "pp ms",
+          "dp ms", "predicted ms", "measured ms", "measured/predicted", "error"]
+SUMMARY_HEADER = ["ranks", "grids", "Spearman planner vs measured", "Spearman pass 1 vs 2", "median abs error",
+                  "planner's fastest", "measured fastest", "gloo α us", "gloo 1/β GB/s", "peak per rank GFLOP/s"]
+
+
+def measure_worlds(model, dtype, rate: float, steps: int, passes: int, t0: float):
+    """Each world's machine constants and its grids' step times (the faster of ``passes``), and the
+    rank correlation between the first two passes."""
     machines, measured, repeatability = {}, {}, {}
-    rate = thread_flops(model, 2 * model.seq_len, dtype)      # one thread: the same for both worlds
     for w in WORLDS:
         machines[w] = measure_machine(w, model, repeat=15, flops=rate)
         m = machines[w]
         print(f"{w} ranks on {m.cores} cores: one thread {m.thread_flops / 1e9:.1f} GFLOP/s ({m.dtype}), "
               f"share {m.share:.2f} -> {m.peak_flops / 1e9:.1f} GFLOP/s per rank; "
               f"gloo α {m.alpha * 1e6:.0f} us, 1/β {m.bandwidth / 1e9:.2f} GB/s")
-        passes = [measure_grids(w, model, steps=a.steps) for _ in range(a.passes)]
-        measured[w] = {g: min(p[g] for p in passes) for g in passes[0]}
+        runs = [measure_grids(w, model, steps=steps) for _ in range(passes)]
+        measured[w] = {g: min(p[g] for p in runs) for g in runs[0]}
         grids = list(measured[w])
-        repeatability[w] = (spearman([passes[0][g] for g in grids], [passes[1][g] for g in grids])
-                            if a.passes > 1 else float("nan"))
-        print(f"  measured {len(grids)} grids × {a.passes} passes ({time.perf_counter() - t0:.0f} s so far); "
+        repeatability[w] = (spearman([runs[0][g] for g in grids], [runs[1][g] for g in grids])
+                            if passes > 1 else float("nan"))
+        print(f"  measured {len(grids)} grids × {passes} passes ({time.perf_counter() - t0:.0f} s so far); "
               f"Spearman pass 1 vs pass 2: {repeatability[w]:+.2f}")
-    efficiency = fit_efficiency(model, [(machines[w], measured[w]) for w in WORLDS])
-    print(f"fitted efficiency {efficiency:.3f} (one value, all grids)")
+    return machines, measured, repeatability
 
+
+def compare(model, machines, measured, repeatability, efficiency):
+    """The planner's prediction of every grid next to its measurement: (rows per grid, summary per
+    world, validated rows per world, Spearman planner vs measured per world)."""
     table, summary, results, rho = [], [], {}, {}
     for w in WORLDS:
         rows = validate(w, machines[w], model=model, measured=measured[w], efficiency=efficiency)
@@ -110,43 +113,37 @@ def main(argv=None):
                           *(f"{p[k] * 1e3:.1f}" for k in ("compute", "bubble", "tp", "pp", "dp")),
                           f"{r.predicted * 1e3:.0f}", f"{r.measured * 1e3:.0f}", f"{r.ratio:.2f}",
                           f"{r.error:+.0%}"])
-    header = ["ranks", "dp", "tp", "pp", "b", "block passes/rank", "compute ms", "bubble ms", "tp ms", "pp ms",
-              "dp ms", "predicted ms", "measured ms", "measured/predicted", "error"]
-    sum_header = ["ranks", "grids", "Spearman planner vs measured", "Spearman pass 1 vs 2", "median abs error",
-                  "planner's fastest", "measured fastest", "gloo α us", "gloo 1/β GB/s", "peak per rank GFLOP/s"]
-    print(markdown_table(header, table))
-    print(markdown_table(sum_header, summary))
+    return table, summary, results, rho
 
-    fixed, per_seq, points = block_pass_line(model, dtype)
-    matmul_per_seq = 3 * layer_forward_flops(model, 1) / rate
-    print(f"one block, forward + backward, one thread: {fixed * 1e3:.2f} ms + {per_seq * 1e3:.2f} ms per sequence "
-          f"(matmuls alone: {matmul_per_seq * 1e3:.2f} ms per sequence)")
-    seconds = time.perf_counter() - t0
-    load_after = os.getloadavg()[0]
-    print(f"total {seconds:.0f} s")
 
-    m4, m8 = machines[4], machines[8]
-    every = [r for w in WORLDS for r in results[w]]
-    if a.passes < 2:
-        repeat_lines = ["- one pass per grid: no repeatability check."]
-    else:
-        repeat_lines = []
-        for w in WORLDS:
-            if repeatability[w] < 0.6:
-                verdict = ("the measured order itself did not repeat under this machine's load, so this\n"
-                           "  world's correlation says little either way")
-            elif repeatability[w] > rho[w] + 0.2:
-                verdict = "the planner's disagreement is well beyond the noise"
-            else:
-                verdict = "the planner is about as close as the noise allows"
-            repeat_lines.append(f"- {w} ranks: the two passes agree with Spearman {repeatability[w]:+.2f}, "
-                                f"the planner with {rho[w]:+.2f}:\n  {verdict}.")
+def repeatability_text(passes: int, repeatability: dict, rho: dict) -> str:
+    if passes < 2:
+        return "- one pass per grid: no repeatability check."
+    lines = []
+    for w in WORLDS:
+        if repeatability[w] < 0.6:
+            verdict = ("the measured order itself did not repeat under this machine's load, so this\n"
+                       "  world's correlation says little either way")
+        elif repeatability[w] > rho[w] + 0.2:
+            verdict = "the planner's disagreement is well beyond the noise"
+        else:
+            verdict = "the planner is about as close as the noise allows"
+        lines.append(f"- {w} ranks: the two passes agree with Spearman {repeatability[w]:+.2f}, "
+                     f"the planner with {rho[w]:+.2f}:\n  {verdict}.")
+    return "\n".join(lines)
+
+
+def picks_text(results: dict) -> str:
     picks = []
     for w in WORLDS:
         fast_p, fast_m = _best(results[w], lambda r: r.predicted), _best(results[w], lambda r: r.measured)
         same = " (the same)" if fast_p == fast_m else ""
         picks.append(f"{w} ranks: planner {fast_p}, measured {fast_m}{same}")
-    picks_text = "\n".join(f"- {t}" for t in picks)
+    return "\n".join(f"- {t}" for t in picks)
+
+
+def closing_text(every: list) -> str:
+    """What the errors say, by pp and by tp, in one wrapped paragraph."""
     err = lambda keep: statistics.median(r.error for r in every if keep(r))  # noqa: E731
     found = []
     if err(lambda r: r.pp == 4) > err(lambda r: r.pp == 1) + 0.2:
@@ -163,10 +160,15 @@ def main(argv=None):
     else:
         closing = ("In this run the errors show no clear pattern by pp or tp beyond the noise; the mechanisms "
                    "above are still unmodelled.")
-    closing = textwrap.fill(closing, 100)
+    return textwrap.fill(closing, 100)
+
+
+def notes_text(a, model, rate, machines, summary, table, efficiency, every, seconds, load_before, load_after,
+               repeat_text, points, fixed, per_seq, matmul_per_seq, picks, closing) -> str:
+    m4, m8 = machines[4], machines[8]
+    sum_header = SUMMARY_HEADER
     points_text = markdown_table(["sequences (b)", "ms"], [[b, f"{t * 1e3:.1f}"] for b, t in points])
-    repeat_text = "\n".join(repeat_lines)
-    notes = f"""
+    return f"""
 Model: GPT with {model.layers} layers, hidden {model.hidden}, {model.heads} heads, sequence {model.seq_len},
 vocabulary {model.vocab}; global batch {GLOBAL_BATCH} sequences, {MICRO_BATCHES} micro-batches per data-parallel
 replica (b = {GLOBAL_BATCH}/(dp·{MICRO_BATCHES}) sequences each), 1F1B, SGD, {m4.dtype}.
@@ -242,11 +244,41 @@ The fitted efficiency absorbs all of this on average. No constant was tuned per 
 
 Fastest grid:
 
-{picks_text}
+{picks}
 
 {closing}
 """
-    path = write_results("planner_cpu", "Lab 11 planner vs measured 3D-parallel steps on this CPU", header,
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per grid (after one warm-up)")
+    ap.add_argument("--passes", type=int, default=2, help="measurements of every grid (the faster counts)")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    model, dtype = local_model(), run_dtype()
+    rate = thread_flops(model, 2 * model.seq_len, dtype)      # one thread: the same for both worlds
+    machines, measured, repeatability = measure_worlds(model, dtype, rate, a.steps, a.passes, t0)
+    efficiency = fit_efficiency(model, [(machines[w], measured[w]) for w in WORLDS])
+    print(f"fitted efficiency {efficiency:.3f} (one value, all grids)")
+    table, summary, results, rho = compare(model, machines, measured, repeatability, efficiency)
+    print(markdown_table(HEADER, table))
+    print(markdown_table(SUMMARY_HEADER, summary))
+
+    fixed, per_seq, points = block_pass_line(model, dtype)
+    matmul_per_seq = 3 * layer_forward_flops(model, 1) / rate
+    print(f"one block, forward + backward, one thread: {fixed * 1e3:.2f} ms + {per_seq * 1e3:.2f} ms per sequence "
+          f"(matmuls alone: {matmul_per_seq * 1e3:.2f} ms per sequence)")
+    seconds = time.perf_counter() - t0
+    load_after = os.getloadavg()[0]
+    print(f"total {seconds:.0f} s")
+
+    every = [r for w in WORLDS for r in results[w]]
+    notes = notes_text(a, model, rate, machines, summary, table, efficiency, every, seconds, load_before,
+                       load_after, repeatability_text(a.passes, repeatability, rho), points, fixed, per_seq,
+                       matmul_per_seq, picks_text(results), closing_text(every))
+    path = write_results("planner_cpu", "Lab 11 planner vs measured 3D-parallel steps on this CPU", HEADER,
                          table, notes, ran_on="cpu (gloo ranks)")
     print(f"wrote {path}")
 

@@ -40,8 +40,8 @@ def search_time(repeat: int = 3) -> tuple[float, int, int]:
     return min(times), found.considered, len(found.plans)
 
 
-def main():
-    t0 = time.perf_counter()
+def table1_section() -> dict:
+    """Fit the two constants on Table 1 and compare each row with the model and the planner's plan."""
     fitted = fit_constants()
     stored = (A100_GEMM_EFFICIENCY, A100_HBM_EFFICIENCY)
     print(f"fitted (gemm_efficiency, hbm_efficiency) = {fitted}; stored {stored}; "
@@ -49,8 +49,6 @@ def main():
     rows = table1_rows()
     measured = [r.run.tflops_per_gpu for r in rows]
     s = summarise([r.paper.tflops_per_gpu for r in rows], measured)
-    pub = summarise([r.published.tflops_per_gpu for r in rows], measured)
-    c141 = sorted(abs(141 / y - 1) for y in measured)
     table = []
     for r in rows:
         run, p = r.run, r.paper.plan
@@ -62,7 +60,13 @@ def main():
     print(lab.megatron_table()[0])
     print(f"Spearman {s.spearman:.3f}, median |error| {s.median:.2%}, worst {s.worst:.2%}; best constant "
           f"{s.constant:.1f} TFLOP/s: median {s.constant_median:.2%}")
+    return {"fitted": fitted, "stored": stored, "measured": measured, "s": s, "table": table,
+            "pub": summarise([r.published.tflops_per_gpu for r in rows], measured),
+            "c141": sorted(abs(141 / y - 1) for y in measured)}
 
+
+def held_out_section(measured: list) -> dict:
+    """The runs the model was not fitted to, with Table 1's best constant carried over."""
     held = held_out_rows()
     const = best_constant(measured)[0]
     ho = summarise([h.predicted_tflops for h in held], [h.run.tflops_per_gpu for h in held])
@@ -73,11 +77,20 @@ def main():
                   f"{h.error * 100:+.1f}", f"{(const / h.run.tflops_per_gpu - 1) * 100:+.1f}", h.run.source]
                  for h in held]
     print(lab.held_out_table()[0])
+    return {"const": const, "ho": ho, "held_rows": held_rows}
 
+
+def parts_section() -> dict:
+    """One layer, NCCL bandwidths and BLOOM's uneven pipeline, each against a published figure."""
     layers, worst_layer = lab.layer_table()
-    layer_rows = [list(r) for r in layers.rows]
     nccl_rows = [[r[0], r[1], round(r[2], 1), f"{r[3] * 100:+.0f}", r[4], r[5]] for r in lab.nccl_table().rows]
-    stages, worst_pipe = lab.pipeline_check()
+    _, worst_pipe = lab.pipeline_check()
+    return {"layers": layers, "layer_rows": [list(r) for r in layers.rows], "worst_layer": worst_layer,
+            "nccl_rows": nccl_rows, "worst_pipe": worst_pipe}
+
+
+def findings_section() -> dict:
+    """The paper's findings (TP beyond a node, the bubble and interleaving) and the search time."""
     tp_rows = []
     for batch in (32, 128):
         sweep = tp_sweep(batch)
@@ -87,8 +100,12 @@ def main():
                   for r in lab.batch_table((12, 24, 36, 48, 60, 96, 192)).rows]
     seconds, considered, feasible = search_time()
     print(f"search, 1T parameters on 4096 GPUs: {seconds:.2f} s for {considered} candidates ({feasible} feasible)")
+    return {"tp_rows": tp_rows, "batch_rows": batch_rows, "seconds": seconds, "considered": considered,
+            "feasible": feasible}
 
-    notes = f"""
+
+def table1_notes(fitted, stored, s, pub, c141, **_) -> str:
+    return f"""
 Measured: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
 Megatron-LM" (SC '21), Table 1 — GPT, sequence 2048, vocabulary 51,200, A100-80GB on Selene (8 GPUs
 and 8 × 200 Gb/s HDR InfiniBand cards per node), mixed precision, full activation recomputation;
@@ -121,7 +138,11 @@ worst {pub.worst:.1%}.
 Planner's plan: `search` on the same GPUs and batch with every option open (recompute none /
 selective / full, sequence parallelism, ZeRO-0/1, micro-batch 1-16, any v), its predicted seconds
 per iteration and speed-up over the paper's configuration.
+"""
 
+
+def held_out_notes(const, ho, held_rows) -> str:
+    return f"""
 ## Held-out runs (not fitted)
 
 Each as published, on its own cluster and software; "const" is Table 1's best constant
@@ -132,7 +153,11 @@ median {ho.constant_median:.1%}. Sources and how each number was checked:
 
 {markdown_table(["run", "tp×pp×dp", "GPUs", "batch", "mb, v", "recompute", "software", "measured s", "model s",
                  "measured TF", "model TF", "error %", "const %", "source"], held_rows)}
+"""
 
+
+def parts_notes(layers, layer_rows, worst_layer, nccl_rows, worst_pipe) -> str:
+    return f"""
 ## Parts against published figures
 
 One layer of the 22B model (tp 8, micro-batch 4) against Korthikanti et al. 2022, Table 4 (ms;
@@ -146,7 +171,11 @@ NCCL bus bandwidth (GB/s) against published nccl-tests results (NVIDIA/nccl and 
 
 BLOOM-176B's uneven stages (5, 10 × 6, 5): the 1F1B formula against `labkit.pipeline.simulate`,
 worst |error| {worst_pipe:.3%}.
+"""
 
+
+def findings_notes(tp_rows, batch_rows, seconds, considered, feasible) -> str:
+    return f"""
 ## The paper's findings in the model
 
 Tensor parallelism beyond a node: 162.2B-parameter GPT (32 layers, h = 20480, 128 heads) on 64 GPUs,
@@ -162,14 +191,22 @@ The bubble and interleaving: GPT-3 175B on 96 GPUs, tp = 8, pp = 12, dp = 1, mic
 
 Search time: `search` for a 1T-parameter GPT (128 layers, 160 heads) on 4096 A100s, global batch
 4096: {seconds:.2f} s (best of 3) over {considered} candidates, {feasible} feasible.
-
-Whole script: {time.perf_counter() - t0:.0f} s.
 """
+
+
+def main():
+    t0 = time.perf_counter()
+    t1 = table1_section()
+    held = held_out_section(t1["measured"])
+    parts = parts_section()
+    findings = findings_section()
+    notes = (table1_notes(**t1) + held_out_notes(**held) + parts_notes(**parts) + findings_notes(**findings)
+             + f"\nWhole script: {time.perf_counter() - t0:.0f} s.\n")
     path = write_results(
         "planner_megatron", "Auto-parallel planner vs published runs (fitted on Narayanan et al. 2021, Table 1)",
         ["B params", "paper tp×pp×dp", "GPUs", "batch", "paper TF", "model TF", "error %", "model's mb, v",
-         "as run TF", "as run err %", "const err %", "planner's plan", "planner s/iter", "speed-up"], table, notes,
-        ran_on="none (a cost model next to published measurements; nothing timed here)")
+         "as run TF", "as run err %", "const err %", "planner's plan", "planner s/iter", "speed-up"], t1["table"],
+        notes, ran_on="none (a cost model next to published measurements; nothing timed here)")
     print(f"wrote {path}")
 
 

@@ -11,7 +11,7 @@ import solutions.lab05_collectives as answers
 from labkit.collectives import alpha_beta, lab
 from labkit.collectives.simulate import trace_collective, trace_from_rounds
 from labkit.table import Table
-from labkit.viz import collectives as V
+from labkit.collectives import draw as V
 
 
 def _lines_fit(table) -> bool:

@@ -7,7 +7,7 @@ import torch.distributed as dist
 from labkit.collectives.primitives import PRIMITIVES, primitive_states
 from labkit.collectives.simulate import trace_collective
 from labkit.dist import launch
-from labkit.viz import collectives as V
+from labkit.collectives import draw as V
 
 
 def _value(r, b, n):

@@ -8,7 +8,8 @@ import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from labkit.context_parallel.schedule import ring_schedule, work  # noqa: E402
-from labkit.viz import context_parallel as V  # noqa: E402
+from labkit.context_parallel import draw as V  # noqa: E402
+from labkit.context_parallel import lab as L  # noqa: E402
 
 
 @pytest.mark.parametrize("layout", ("contiguous", "zigzag"))
@@ -40,9 +41,9 @@ def test_last_frame_shows_every_ranks_total_work():
 
 
 def test_player_has_both_rings_and_moves():
-    frames = V.ring_frames(4, 16)
+    frames = L.ring_frames(4, 16)
     assert len(frames) == 8 and frames[0][0].startswith("contiguous") and frames[-1][0].startswith("zigzag")
-    w = V.ring_player(4, 16)
+    w = L.ring_player(4, 16)
     html = w.children[1]
     first = html.value
     w.children[0].children[1].value = 6

@@ -8,7 +8,7 @@ from labkit.data_parallel.overlap import overlap_step_time, simulate_overlap
 from labkit.data_parallel.param_server import server_bytes_per_step
 from labkit.data_parallel.scaling import amdahl_speedup, gustafson_speedup
 from labkit.data_parallel.ssp import ssp_makespan, ssp_start_times
-from labkit.viz import data_parallel as V
+from labkit.data_parallel import draw as V
 
 import solutions.lab06_data_parallel as S
 
@@ -106,15 +106,15 @@ def test_drawings_are_pure_functions_of_their_inputs():
     r = simulate_overlap([3.0, 2.0, 1.0], [100, 100, 100], None, 2, 0.0, 0.01, 0.5)
     fig = V.overlap_figure(r, "hand")
     assert "exposed comm 1000.0 ms" in fig.axes[0].get_title("left")
-    fig = V.overlap_frame([3.0, 2.0, 1.0], [100, 100, 100], 2, 0.0, 0.01, 0.5, cap_kib=0)
+    fig = lab.overlap_frame([3.0, 2.0, 1.0], [100, 100, 100], 2, 0.0, 0.01, 0.5, cap_kib=0)
     assert "per-parameter: 3 all-reduces" in fig.axes[0].get_title("left")
     events = [(0, 8, 0.001, 0.001, 0.004), (1, 8, 0.002, 0.004, 0.006)]
-    real = V.measured_overlap(events, t_fwd=0.01, t_bwd=0.005)
+    real = lab.measured_overlap(events, t_fwd=0.01, t_bwd=0.005)
     assert (real.step, round(real.exposed, 9)) == (0.016, 0.001)
-    fig = V.ssp_figure([[1, 1], [3, 3]], 1)
+    fig = lab.ssp_frame([[1, 1], [3, 3]], 1)
     assert [ax.get_title("left") for ax in fig.axes[:3]] == ["ASP: done at 6", "SSP s=1: done at 6", "BSP: done at 6"]
-    assert V.ssp_widget([[1, 1], [3, 3]]) is not None
-    assert V.overlap_widget([1.0], [8], 2, 0.0, 1e-9, 0.1) is not None
+    assert lab.ssp_widget([[1, 1], [3, 3]]) is not None
+    assert lab.overlap_widget([1.0], [8], 2, 0.0, 1e-9, 0.1) is not None
 
 
 def test_worked_problems():

@@ -1,4 +1,4 @@
-"""labkit.gpu_model.cuda_sim / cuda_kernels / occupancy / cuda_lab and labkit.viz.cuda: the simulator
+"""labkit.gpu_model.cuda_sim / cuda_kernels / occupancy / cuda_lab and labkit.gpu_model.draw: the simulator
 runs every thread in a fixed order and catches races, barrier divergence and bad indices; the kernels
 equal numpy and count like their closed forms; numba's own CUDA simulator agrees; occupancy and waves
 follow their rules."""
@@ -13,7 +13,7 @@ from labkit.gpu_model import cuda_lab as L
 from labkit.gpu_model import occupancy as O
 from labkit.gpu_model.cuda_sim import (BarrierDivergence, KernelError, OutOfBounds, RaceError, cuda, launch,
                                        with_cuda)
-from labkit.viz import cuda as V
+from labkit.gpu_model import draw as V
 
 rng = np.random.default_rng(0)
 

@@ -1,4 +1,4 @@
-"""labkit.gpu_model.lab (notebook 03's GPU-execution-model tables) and labkit.viz.gpu_model:
+"""labkit.gpu_model.lab (notebook 03's GPU-execution-model tables) and labkit.gpu_model.draw:
 every table builds, its numbers equal the labkit.gpu_model functions it reports, lines fit."""
 import math
 import re
@@ -14,7 +14,7 @@ from labkit.gpu_model import lab
 from labkit.gpu_model import stencil as St
 from labkit.gpu_model import warps as W
 from labkit.matmul.thread_model import gpu_formula
-from labkit.viz import gpu_model as V
+from labkit.gpu_model import draw as V
 
 
 def fits(table) -> bool:

@@ -81,6 +81,22 @@ def test_saved_widgets_show_their_first_picture_before_the_notebook_runs():
     assert w.children[1].layout.min_height == f"{P.png_height(first) + 8}px" and 200 <= P.png_height(first) <= 300
 
 
+def test_png_height_reads_the_tallest_png_and_skips_what_is_not_one():
+    import base64
+    import io
+
+    from PIL import Image
+
+    def img(height):
+        buf = io.BytesIO()
+        Image.new("RGB", (5, height)).save(buf, format="PNG")
+        return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"/>'
+
+    assert P.png_height(img(7) + img(31) + img(12)) == 31
+    assert P.png_height('<img src="data:image/png;base64,aGVsbG8="/>' + img(3)) == 3   # "hello" is no PNG
+    assert P.png_height("<b>no picture</b>") == 0
+
+
 def test_controlled_redraws_on_change_and_renders_figures():
     import ipywidgets as W
 

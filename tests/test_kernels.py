@@ -391,7 +391,7 @@ def test_online_softmax_trace_matches_kernel():
 
 def test_online_softmax_frame_draws():
     from labkit.kernels.softmax import online_softmax_trace
-    from labkit.viz.kernels import online_softmax_frame
+    from labkit.kernels.draw import online_softmax_frame
     import matplotlib.pyplot as plt
 
     row = np.array([1.0, 5.0, 2.0, 7.0, 0.0])

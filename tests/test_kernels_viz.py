@@ -1,4 +1,4 @@
-"""The access visualiser's pure functions (labkit.viz.kernels) on recorded interpreter runs."""
+"""The access visualiser's pure functions (labkit.kernels.draw) on recorded interpreter runs."""
 import labkit  # noqa: F401
 
 import numpy as np
@@ -7,7 +7,7 @@ import torch
 
 from labkit.kernels import add, matmul, record
 from labkit.kernels.checks import interpreting
-from labkit.viz import kernels as V
+from labkit.kernels import draw as V
 
 pytestmark = pytest.mark.skipif(not interpreting(), reason="the access recorder needs TRITON_INTERPRET=1")
 

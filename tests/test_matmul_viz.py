@@ -1,10 +1,11 @@
-"""labkit.viz.matmul: the frames of the tiled-loop animation (pure functions; the widget is not tested)."""
+"""labkit.matmul.draw and lab: the frames of the tiled-loop animation (pure functions; the widget is not tested)."""
 import re
 
 import pytest
 
 from labkit.matmul import traffic as T
-from labkit.viz import matmul as V
+from labkit.matmul import draw as V
+from labkit.matmul import lab as L
 
 
 def fills(html):
@@ -15,7 +16,7 @@ def fills(html):
                                               ("register", {"v1": 2, "v2": 3, "v3": 2}, (5, 3, 4))])
 def test_frames_show_resident_tiles_and_counts(kind, tiles, shape):
     M, K, N = shape
-    render, n, formula = V.tiled_frames(kind, M, K, N, **tiles)
+    render, n, formula = L.tiled_frames(kind, M, K, N, **tiles)
     steps = T.trace(kind, M, K, N, **tiles)
     assert n == len(steps)
     for i in (0, n // 2, n - 1):
@@ -38,13 +39,13 @@ def test_frames_show_resident_tiles_and_counts(kind, tiles, shape):
 
 
 def test_cache_first_frame_loads_a_and_b():
-    render, n, _ = V.tiled_frames("cache", 4, 3, 4, b1=2, b2=2)
+    render, n, _ = L.tiled_frames("cache", 4, 3, 4, b1=2, b2=2)
     assert "loaded A tile and B tile" in render(0)
     assert "A block still resident" in render(1)
 
 
 def test_bad_step_and_kind():
-    render, n, _ = V.tiled_frames("cache", 2, 2, 2, b1=1, b2=1)
+    render, n, _ = L.tiled_frames("cache", 2, 2, 2, b1=1, b2=1)
     with pytest.raises(ValueError, match="out of range"):
         render(n)
     with pytest.raises(ValueError, match="unknown loop"):
@@ -54,9 +55,9 @@ def test_bad_step_and_kind():
 @pytest.mark.parametrize("kind,tiles", [("cache", {"b1": 3, "b2": 3}), ("register", {"v1": 2, "v2": 3, "v3": 2})])
 def test_learner_frame_shows_their_counts_and_wrong_cells(kind, tiles):
     M, K, N = 5, 4, 6
-    _, n, formula = V.tiled_frames(kind, M, K, N, **tiles)
+    _, n, formula = L.tiled_frames(kind, M, K, N, **tiles)
     yours = T.Traffic(formula.a_reads, formula.b_reads + 1, formula.c_writes)
-    html = V.learner_html(kind, M, K, N, yours, [(0, 0), (4, 5)], **tiles)
+    html = L.learner_html(kind, M, K, N, yours, [(0, 0), (4, 5)], **tiles)
     f = fills(html)
     assert len(f) == M * K + K * N + M * N
     c = f[M * K + K * N:]                                   # C's cells, row by row
@@ -67,6 +68,6 @@ def test_learner_frame_shows_their_counts_and_wrong_cells(kind, tiles):
     assert "<td>total</td>" in html and "<th>yours</th>" in html
     # not a Traffic: question marks; the lab's own frames have no "yours" column
     assert html.count("<td><b>?</b></td>") == 0
-    assert V.learner_html(kind, M, K, N, None, **tiles).count("<td><b>?</b></td>") == 4
-    render, _, _ = V.tiled_frames(kind, M, K, N, **tiles)
+    assert L.learner_html(kind, M, K, N, None, **tiles).count("<td><b>?</b></td>") == 4
+    render, _, _ = L.tiled_frames(kind, M, K, N, **tiles)
     assert "yours" not in render(n - 1) and V.COLORS["wrong"] not in render(n - 1)

@@ -1,13 +1,13 @@
 """labkit.memory.inference (Lab 09, section 12): forward-only peaks, lifetimes, the KV cache, CNN and
 RNN activations, each measured with the exact tracker and equal to its closed form; the tables and
-the lifetime widget of labkit.memory.lab and labkit.viz.inference."""
+the lifetime widget of labkit.memory.lab and labkit.memory.draw."""
 import pytest
 import torch
 
 from labkit.memory import inference as I
 from labkit.memory import lab as L
 from labkit.model import GPT, GPTConfig
-from labkit.viz.inference import lifetime_html
+from labkit.memory.draw import lifetime_html
 
 
 @pytest.mark.parametrize("widths,batch", [([64, 64, 64, 64, 64], 8), ([32, 128, 16, 256, 8], 4), ([5, 7], 3),

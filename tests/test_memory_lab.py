@@ -7,7 +7,7 @@ import solutions.lab09_memory as S
 from labkit.memory import activation_checkpointing as checkpointing, lab
 from labkit.memory.estimate import gpt_layer_saved_bytes
 from labkit.model import GPTConfig
-from labkit.viz import memory as V
+from labkit.memory import draw as V
 
 matplotlib.use("Agg")
 

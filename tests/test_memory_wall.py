@@ -75,7 +75,7 @@ def test_the_table_and_the_player_show_every_model():
     assert table.column("devices") == [r.devices for r in W.wall_rows()]
     assert max(len(line) for line in str(table).splitlines()) <= 100
     from labkit.memory.wall import largest_device
-    from labkit.viz.memory import wall_figure
+    from labkit.memory.draw import wall_figure
     rows = W.wall_rows()
     env = [(y, largest_device(y).gb) for y in range(2016, 2025)]
     fig = wall_figure(rows, env, 2020)

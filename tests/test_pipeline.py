@@ -359,7 +359,7 @@ def test_weight_versions_bad_input():
 def test_pipeline_frame_renders_and_reports():
     import matplotlib.figure
 
-    from labkit.viz.pipeline import frame_stats, pipeline_frame
+    from labkit.pipeline.lab import frame_stats, pipeline_frame
 
     fig = pipeline_frame("1f1b", 4, 8, 1, 0.0)
     assert isinstance(fig, matplotlib.figure.Figure)
@@ -378,7 +378,7 @@ def test_pipeline_frame_renders_and_reports():
 def test_gantt_and_compare():
     import matplotlib.pyplot as plt
 
-    from labkit.viz.pipeline import as_timeline, compare_timelines, gantt
+    from labkit.pipeline.draw import as_timeline, compare_timelines, gantt
 
     r = time_schedule(schedule("interleaved_1f1b", 2, 4, 2), Fr(1, 2), 1)
     tl = as_timeline(r)
@@ -391,7 +391,7 @@ def test_gantt_and_compare():
 def test_widget_wires_five_controls():
     import matplotlib.pyplot as plt
 
-    from labkit.viz.pipeline import pipeline_widget
+    from labkit.pipeline.lab import pipeline_widget
 
     w = pipeline_widget()
     controls, html = w.children[:-1], w.children[-1]

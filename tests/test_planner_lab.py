@@ -1,4 +1,4 @@
-"""The Lab 11 notebook's one-liners (labkit.planner.lab) and drawings (labkit.viz.parallel3d)."""
+"""The Lab 11 notebook's one-liners (labkit.planner.lab) and drawings (labkit.parallel3d.draw)."""
 import matplotlib
 import pytest
 
@@ -9,7 +9,7 @@ from labkit.parallel3d import lab as grid_lab
 from labkit.planner import lab
 from labkit.planner.memory import first_stage_bytes, memory_per_gpu
 from labkit.planner.model import flops_per_iteration
-from labkit.viz import parallel3d as V
+from labkit.parallel3d import draw as V
 from solutions import lab11_parallel3d as S
 
 matplotlib.use("Agg")
@@ -184,17 +184,30 @@ def test_equivalence_and_bytes_tables_on_four_ranks():
     V.timeline_figure(tl)
 
 
+def test_cluster_layout_is_the_grids_own_data():
+    from labkit.parallel3d.grid import coords, groups
+
+    lay = grid_lab.cluster_layout(2, 2, 2, 4, "dp")
+    assert lay["shown"] == 8 and lay["spans"] == 1
+    assert all(lay["coords"][r] == tuple(coords(r, 2, 2, 2)) for r in range(8))
+    for g in groups(2, 2, 2)["dp"]:                       # one colour per dp group, a different one for each
+        assert len({lay["group"][r] for r in g}) == 1
+    assert len(set(lay["group"].values())) == len(groups(2, 2, 2)["dp"])
+    big = grid_lab.cluster_layout(8, 8, 8, 8, "tp")       # 512 GPUs: the first 64 drawn, tp on one node
+    assert big["shown"] == 64 and sorted(big["coords"]) == list(range(64)) and big["spans"] == 1
+
+
 def test_drawings():
-    fig = V.cluster_figure(2, 2, 2, 4, "tp")
+    fig = grid_lab.cluster_figure(2, 2, 2, 4, "tp")
     assert "each on ≤ 1 node" in fig.axes[0].get_title(loc="left")
-    fig = V.cluster_figure(1, 8, 1, 4, "tp")
+    fig = grid_lab.cluster_figure(1, 8, 1, 4, "tp")
     assert "each on ≤ 2 nodes" in fig.axes[0].get_title(loc="left")
     with pytest.raises(ValueError, match="colour_by must be one of"):
-        V.cluster_figure(2, 2, 2, 4, "xx")
-    assert len(V.plan_frame("39.1", 512, 1536, "pp").axes) == 3
-    assert "no plan fits" in V.plan_frame("1008", 32, 128).axes[0].texts[0].get_text()
+        grid_lab.cluster_figure(2, 2, 2, 4, "xx")
+    assert len(lab.plan_frame("39.1", 512, 1536, "pp").axes) == 3
+    assert "no plan fits" in lab.plan_frame("1008", 32, 128).axes[0].texts[0].get_text()
     setup = TrainSetup(1, 1, 2, 4, 2)
     tl = Timeline3D({0: [("F0@s0", 0.0, 0.1), ("dp all-reduce", 0.2, 0.3)], 1: [("B0@s1", 0.1, 0.2)]}, 0.3,
                     {0: Coord(0, 0, 0), 1: Coord(0, 0, 1)}, setup)
     assert V.timeline_figure(tl).axes[0].get_title(loc="left").startswith("one step on 2 gloo ranks")
-    V.plan_widget()
+    lab.plan_widget()

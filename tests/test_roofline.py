@@ -12,7 +12,8 @@ import torch
 
 from labkit.roofline import measure as R
 from labkit.roofline import model as M
-from labkit.viz import roofline as V
+from labkit.roofline import draw as V
+from labkit.roofline import lab as roofline_lab
 
 
 def test_elementwise_costs_follow_the_stated_convention():
@@ -99,21 +100,21 @@ def test_unfused_and_fused_chain_compute_the_same_thing():
 
 def test_explorer_point_sits_on_the_roof():
     peak, bw = 50e9, 10e9
-    s = V.explorer_state("matmul", 6, 0.0, peak, bw)
+    s = roofline_lab.explorer_state("matmul", 6, 0.0, peak, bw)
     assert s["intensity"] == M.matmul(64, 64, 64).intensity and s["bound"] == "compute"
     assert s["attainable"] == peak
-    s = V.explorer_state("add", 10, 0.0, peak, bw)
+    s = roofline_lab.explorer_state("add", 10, 0.0, peak, bw)
     # (1/12) * bw and bw / 12 differ in the last bit of a double
     assert s["attainable"] == pytest.approx(bw / 12, rel=1e-15) and s["bound"] == "memory"
-    s = V.explorer_state("any intensity", 1, 2.0, peak, bw)
+    s = roofline_lab.explorer_state("any intensity", 1, 2.0, peak, bw)
     assert s["intensity"] == 4.0 and s["attainable"] == 40e9
-    fig = V.explorer_figure("chain fused", 12, 0.0, peak, bw)
+    fig = roofline_lab.explorer_figure("chain fused", 12, 0.0, peak, bw)
     star = fig.axes[0].lines[-1]
     assert list(star.get_xdata()) == [3 / 20] and list(star.get_ydata()) == [3 / 20 * bw / 1e9]
     roof = fig.axes[0].lines[0]
     assert max(roof.get_ydata()) == peak / 1e9
     with pytest.raises(ValueError, match="op must be"):
-        V.op_cost("conv", 3)
+        roofline_lab.op_cost("conv", 3)
 
 
 def test_roofline_figure_draws_points():

@@ -280,7 +280,8 @@ def test_bad_input_is_a_clear_error():
 def test_storage_html_highlights_exactly_the_views_elements():
     import re
 
-    from labkit.viz import strides as VS
+    from labkit.strides import draw as VS
+    from labkit.strides import lab as strides_lab
 
     v = StridedView.arange(4, 6)[1:, ::2]  # offset 6, strides (6, 2)
     text = VS.storage_html(v)
@@ -294,8 +295,8 @@ def test_storage_html_highlights_exactly_the_views_elements():
     assert hit == {0: 4, 1: 4, 2: 4}
     assert "x4" in text
     # the widget frame: valid view vs one clear error line
-    assert VS.frame(24, 1, 3, 2, 6, 2).count('class="hit"') == 6
-    bad = VS.frame(10, 5, 3, 2, 6, 2)
+    assert strides_lab.explorer_frame(24, 1, 3, 2, 6, 2).count('class="hit"') == 6
+    bad = strides_lab.explorer_frame(10, 5, 3, 2, 6, 2)
     assert "not a valid view" in bad and "out of bounds" in bad
 
 
@@ -304,7 +305,7 @@ def test_storage_html_highlights_exactly_the_views_elements():
 def test_strides_lab_pictures_compare_with_torch(capsys):
     import exercises.lab02_strides as stubs
     import solutions.lab02_strides as answers
-    from labkit import strides_lab
+    from labkit.strides import lab as strides_lab
 
     for name in strides_lab.CASES:
         table = strides_lab.compare(name, getattr(answers, name))
@@ -329,7 +330,7 @@ def hits_of(text):
 
 def test_strides_lab_drawings_show_the_learners_answer(capsys):
     import solutions.lab02_strides as answers
-    from labkit import strides_lab
+    from labkit.strides import lab as strides_lab
 
     # slice_view: the first case (rows 1:4 of a 4x5) reads storage 5..19, each once
     d = strides_lab.drawings("slice_view", strides_lab.compare("slice_view", answers.slice_view))

@@ -6,7 +6,8 @@ import pytest
 from labkit.dist import launch
 from labkit.tensor_parallel import conv
 from labkit.tensor_parallel import lab as L
-from labkit.viz.conv import halo_frames, halo_html
+from labkit.tensor_parallel.draw import halo_html
+from labkit.tensor_parallel.lab import halo_frames
 
 
 @pytest.mark.parametrize("world,shape,kernel", [(2, (2, 3, 12, 8), 3), (3, (1, 2, 9, 5), 5), (4, (2, 2, 8, 6), 1)])

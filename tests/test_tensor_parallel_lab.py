@@ -5,7 +5,7 @@ import pytest
 
 import solutions.lab07_tensor_parallel as S
 from labkit.tensor_parallel import lab
-from labkit.viz import tensor_parallel as V
+from labkit.tensor_parallel import draw as V
 
 matplotlib.use("Agg")
 
@@ -43,16 +43,16 @@ def test_pictures_accept_the_reference_and_refuse_stubs(capsys):
 
 def test_megatron_steps_and_frames():
     for block in ("mlp", "attention"):
-        steps = V.megatron_steps(block)
+        steps = lab.megatron_steps(block)
         assert [s["collective"] is not None for s in steps].count(True) == 2      # one all-reduce each way
         assert steps[4]["layout"]["Z"] == "replicated" and steps[3]["layout"]["Z"] == "partial"
         for i in range(len(steps)):
             fig = V.tp_frame(steps, i, 2, block)
             assert fig.axes[0].get_title("left").startswith(f"step {i + 1}/{len(steps)}")
             matplotlib.pyplot.close(fig)
-    assert V.tp_widget("mlp") is not None
+    assert lab.tp_widget("mlp") is not None
     with pytest.raises(ValueError, match="block must be"):
-        V.megatron_steps("conv")
+        lab.megatron_steps("conv")
 
 
 def test_worked_problems():

@@ -6,7 +6,7 @@ import pytest
 
 import solutions.lab10_zero as S
 from labkit.model import parameter_count
-from labkit.viz import zero as V
+from labkit.zero import draw as V
 from labkit.zero import lab
 from labkit.zero.formulas import comm_bytes_per_step, model_state_bytes
 
@@ -79,11 +79,11 @@ def test_pictures_with_the_reference_answers(capsys):
 
 def test_shards_drawing_every_stage_and_moment():
     for stage in range(4):
-        for i in range(V.moment_count(stage)):
-            fig = V.shards_figure(stage, 4, i)
+        for i in range(lab.moment_count(stage)):
+            fig = lab.shards_frame(stage, 4, i)
             assert V.STAGE_NAMES[stage] in fig.axes[0].get_title(loc="left")
             matplotlib.pyplot.close(fig)
-    assert V.shards_widget() is not None
+    assert lab.shards_widget() is not None
 
 
 def test_the_notebooks_worked_problems():

@@ -66,7 +66,7 @@ from labkit.table import Table
 
 __all__ = ["young_interval", "daly_interval", "exact_interval", "system_mtbf", "first_order_waste",
            "wall_time_per_work", "segment_lengths", "expected_wall_time", "simulate_job",
-           "simulate_timeline", "optimum_table", "WallTime", "JobSimulation", "Event", "Timeline",
+           "simulate_timeline", "optimum_table", "WallTime", "JobSimulation", "Event", "JobTimeline",
            "YEAR_S", "HOUR_S"]
 
 HOUR_S = 3600.0
@@ -333,7 +333,7 @@ class Event:
 
 
 @dataclass(frozen=True)
-class Timeline:
+class JobTimeline:
     """One seeded run of the job: its events in time order and their totals (seconds)."""
 
     events: tuple
@@ -351,7 +351,7 @@ class Timeline:
 
 
 def simulate_timeline(work_s: float, interval_s: float, checkpoint_s: float, restart_s: float,
-                      mtbf_s: float, seed: int = 0, max_events: int = 100_000) -> Timeline:
+                      mtbf_s: float, seed: int = 0, max_events: int = 100_000) -> JobTimeline:
     """One run of `simulate_job`'s model, event by event (for the picture); seeded."""
     fn = "simulate_timeline"
     w, t, c, r, m = _check_job(fn, work_s, interval_s, checkpoint_s, restart_s, mtbf_s)
@@ -394,7 +394,7 @@ def simulate_timeline(work_s: float, interval_s: float, checkpoint_s: float, res
                 rest += life
                 fails += 1
     n = k + 1
-    return Timeline(tuple(events), w, t, now, n * c, lost, rest, fails)
+    return JobTimeline(tuple(events), w, t, now, n * c, lost, rest, fails)
 
 
 def optimum_table(cases=((60.0, 15768.0), (300.0, 6 * HOUR_S), (300.0, 900.0)), restart_s: float = 600.0,

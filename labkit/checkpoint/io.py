@@ -153,17 +153,32 @@ def save(path, *, model: torch.nn.Module, optimizer=None, step: int = 0, extra=N
         raise CheckpointError(f"save: {path} is a folder, not a file name", path, "is a folder")
     payload = _payload(model, optimizer, step, extra, scheduler)
     header = MAGIC + json.dumps({"bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}).encode() + b"\n"
-    crash = os.environ.get(CRASH_ENV)
+    return _write_atomically("save", path, header, payload, crash=os.environ.get(CRASH_ENV))
+
+
+def write_bytes(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically and durably — temporary file in the same folder,
+    fsync, rename, fsync the folder — as `save` does; for a checkpoint already serialized (its
+    bytes copied to another tier: a peer's memory, a disk). `CheckpointError` on an OS error;
+    the previous file of that name is then unchanged."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"write_bytes: data must be bytes, got {type(data).__name__}")
+    return _write_atomically("write_bytes", Path(path), b"", data)
+
+
+def _write_atomically(caller: str, path: Path, header: bytes, payload, crash: str | None = None) -> Path:
+    """``header`` then ``payload`` into a temporary file beside ``path``, fsync, rename over
+    ``path``, fsync the folder. ``crash`` (a fraction, from CRASH_ENV): a test's simulated power
+    cut, the process killed after that share of the payload."""
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_writer_tag()}.", suffix=".tmp")
     except OSError as e:
-        raise CheckpointError(f"save: cannot write in {path.parent} ({_why(e)})", path, _why(e)) from None
+        raise CheckpointError(f"{caller}: cannot write in {path.parent} ({_why(e)})", path, _why(e)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(header)
-            if crash is not None:                       # a test's simulated power cut mid-write
-                cut = int(len(payload) * float(crash))
-                f.write(payload[:cut])
+            if crash is not None:
+                f.write(payload[:int(len(payload) * float(crash))])
                 f.flush()
                 os._exit(9)
             f.write(payload)
@@ -173,42 +188,12 @@ def save(path, *, model: torch.nn.Module, optimizer=None, step: int = 0, extra=N
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(e, OSError):
-            raise CheckpointError(f"save: cannot write {path} ({_why(e)}); any previous file of that name "
+            raise CheckpointError(f"{caller}: cannot write {path} ({_why(e)}); any previous file of that name "
                                   f"is unchanged", path, _why(e)) from None
         raise
     try:
         _fsync_dir(path.parent)
     except OSError:                                     # the rename is done; durability is best effort here
-        pass
-    return path
-
-
-def write_bytes(path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically and durably — temporary file in the same folder,
-    fsync, rename, fsync the folder — as `save` does; for a checkpoint already serialized (its
-    bytes copied to another tier: a peer's memory, a disk). `CheckpointError` on an OS error;
-    the previous file of that name is then unchanged."""
-    path = Path(path)
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"write_bytes: data must be bytes, got {type(data).__name__}")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_writer_tag()}.", suffix=".tmp")
-    except OSError as e:
-        raise CheckpointError(f"write_bytes: cannot write in {path.parent} ({_why(e)})", path, _why(e)) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise CheckpointError(f"write_bytes: cannot write {path} ({_why(e)})", path, _why(e)) from None
-        raise
-    try:
-        _fsync_dir(path.parent)
-    except OSError:
         pass
     return path
 

@@ -21,9 +21,13 @@ from pathlib import Path
 
 import torch
 
-from labkit.checkpoint import io
+from labkit.checkpoint import draw, io
+from labkit.checkpoint.domino import orphans, recovery_line
+from labkit.checkpoint.hierarchical import recovery_tiers
 from labkit.checkpoint.experiments import CRASH_POINTS, crash_test, resume_experiment
 from labkit.checkpoint.failures import continue_on_fewer, smaller, supervise
+from labkit.checkpoint.interval import (HOUR_S, daly_interval, expected_wall_time, simulate_timeline,
+                                        young_interval)
 from labkit.checkpoint.resume import FORGETTABLE, RunConfig, train
 from labkit.checkpoint.state import equal_state
 from labkit.dist import RankError, launch
@@ -288,7 +292,6 @@ def picture(exercise: str):
 
 
 # ---------------------------------------------------------------------- beyond one checkpoint (section 10)
-HOUR_S = 3600.0
 
 
 def tiers_demo(world: int = 4, per_node: int = 2, steps: int = 8, fail: tuple = (1, 7), disk_every: int = 4,
@@ -456,11 +459,10 @@ def peer_picture(fn, world: int = 8, per_node: int = 2):
     from IPython.display import HTML, display
 
     from labkit.checkpoint.hierarchical import lost_on_node_failure, peer_ranks
-    from labkit.viz import checkpoint as V
     from labkit.viz.player import figure_to_html
 
     yours = [int(p) for p in fn(world, per_node)]
-    display(HTML(figure_to_html(V.tiers_figure(yours, per_node))))
+    display(HTML(figure_to_html(draw.tiers_figure(yours, per_node))))
     rows = []
     for node in range(world // per_node):
         rows.append((node, lost_on_node_failure(yours, per_node, node),
@@ -491,3 +493,75 @@ def recovery_table(finest_s: float = 150.0) -> Table:
                  formats={"MTBF h": ".0f", "restart s": ".0f", "lost work s": ".0f", "recovery s": ".0f",
                           "disk only s": ".0f"},
                  title="expected cost of one failure: restart + half the interval of the level it falls back to")
+
+
+MAX_DRAWN_FAILURES = 2000          # beyond this many expected failures a frame shows a note instead
+
+
+def job_timeline_frame(interval_s: float, mtbf_s: float, checkpoint_s: float = 300.0, restart_s: float = 600.0,
+                       work_s: float = 24 * HOUR_S, seed: int = 0):
+    """One seeded run of the job (`interval.simulate_timeline`; all arguments in seconds) drawn by
+    `draw.job_timeline_figure`. When more than ``MAX_DRAWN_FAILURES`` failures are expected, a
+    one-line note with the closed-form wall time instead (a run would take too long to simulate
+    and to see)."""
+    expected = expected_wall_time(work_s, interval_s, checkpoint_s, restart_s, mtbf_s)
+    if expected.failures > MAX_DRAWN_FAILURES:
+        return draw.too_many_failures_figure(interval_s, mtbf_s, work_s, expected)
+    tl = simulate_timeline(work_s, interval_s, checkpoint_s, restart_s, mtbf_s, seed=seed)
+    return draw.job_timeline_figure(tl, expected, interval_s, mtbf_s, checkpoint_s, restart_s, work_s,
+                                    young_interval(checkpoint_s, mtbf_s), daly_interval(checkpoint_s, mtbf_s))
+
+
+def job_timeline_widget(checkpoint_s: float = 300.0, restart_s: float = 600.0, work_s: float = 24 * HOUR_S,
+                        seed: int = 0):
+    """Sliders: the checkpoint interval (minutes) and the MTBF (hours) over `job_timeline_frame`."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    return controlled(lambda interval_min, mtbf_h: job_timeline_frame(interval_min * 60, mtbf_h * HOUR_S, checkpoint_s,
+                                                                      restart_s, work_s, seed),
+                      interval_min=W.IntSlider(value=60, min=5, max=360, step=5, description="interval τ (min)"),
+                      mtbf_h=W.FloatSlider(value=6.0, min=0.5, max=48.0, step=0.5, description="MTBF (h)"))
+
+
+def recovery_line_frame(messages, checkpoints, failed_process: int, failure_s: float, steps: int | None = None,
+                        title: str = ""):
+    """A trace's space-time diagram (seconds) with the cut after the first ``steps`` rollbacks of
+    `domino.recovery_line` (all of them if None) and that cut's orphans (`draw.recovery_line_figure`)."""
+    line = recovery_line(messages, checkpoints, failed_process, failure_s)
+    done = line.steps if steps is None else line.steps[:max(1, steps)]
+    cut = [failure_s] * len(checkpoints)
+    for s in done:
+        cut[s.process] = s.to_s
+    live = [m for m in messages if m.send_s < failure_s]
+    return draw.recovery_line_figure(live, checkpoints, failed_process, failure_s, cut, set(orphans(live, cut)),
+                                     len(done), title)
+
+
+def recovery_player(messages, checkpoints, failed_process: int, failure_s: float, title: str = ""):
+    """Play through the rollbacks of `recovery_line`, one frame per rollback."""
+    from labkit.viz.player import player
+
+    line = recovery_line(messages, checkpoints, failed_process, failure_s)
+    return player(lambda i: recovery_line_frame(messages, checkpoints, failed_process, failure_s, i + 1, title),
+                  len(line.steps), description="rollback")
+
+
+def tiers_frame(peers, per_node: int, failure: str | None = None, node: int = 0):
+    """`draw.tiers_figure` with each rank coloured by the tier it recovers from after ``failure``
+    ("process", "node" or "job", on ``node``; `hierarchical.recovery_tiers`)."""
+    tiers = recovery_tiers(peers, per_node, failure, node) if failure else None
+    return draw.tiers_figure(peers, per_node, tiers, failure, node)
+
+
+def tiers_widget(peers, per_node: int):
+    """A failure-kind dropdown and a node slider over `tiers_figure`."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    nodes = len(peers) // per_node
+    return controlled(lambda failure, node: tiers_frame(peers, per_node, failure, node),
+                      failure=W.Dropdown(options=["process", "node", "job"], value="node", description="failure"),
+                      node=W.IntSlider(value=0, min=0, max=nodes - 1, description="node"))

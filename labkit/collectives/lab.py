@@ -551,7 +551,7 @@ def picture(exercise: str):
     def draw(fn):
         from IPython.display import HTML, display
 
-        from labkit.viz import collectives as V
+        from labkit.collectives import draw as V
 
         run = run_yours(fn, exercise)
         if run.trace is not None:

@@ -1,12 +1,12 @@
 """A pure-Python simulator of labkit's collectives: the step-by-step trace.
 
-``trace_collective(algorithm, world_size, n_elements, root=0) -> Trace``
+``trace_collective(algorithm, world_size, n_elements, root=0) -> CollectiveTrace``
 
 A trace lists, per global round (`Step`), every transfer (who sends which
 chunk to whom, element range, whether the receiver adds or stores it) and,
 after the round, every rank's buffer as *symbolic contributions*: buffers[r][c]
 is the frozenset of ranks whose original chunk c has been summed into rank r's
-chunk c (an empty set = nothing valid there yet). `Trace.values(inputs)` turns
+chunk c (an empty set = nothing valid there yet). `CollectiveTrace.values(inputs)` turns
 that into numbers. Within a round all transfers read the buffers as they were
 before the round (everyone sends at once).
 
@@ -52,7 +52,7 @@ class Step:
 
 
 @dataclass
-class Trace:
+class CollectiveTrace:
     """What `trace_collective` returns. ``bounds``: chunk c is elements bounds[c]:bounds[c+1]."""
 
     algorithm: str
@@ -108,7 +108,7 @@ class Trace:
 
 
 class _Builder:
-    def __init__(self, trace: Trace):
+    def __init__(self, trace: CollectiveTrace):
         self.trace = trace
         self.bufs = [list(row) for row in trace.initial]
 
@@ -130,8 +130,8 @@ class _Builder:
                                      tuple(tuple(row) for row in self.bufs)))
 
 
-def trace_from_rounds(algorithm: str, world_size: int, n_elements: int, rounds, root: int = 0) -> Trace:
-    """A `Trace` built from given rounds instead of from the algorithm's own schedule.
+def trace_from_rounds(algorithm: str, world_size: int, n_elements: int, rounds, root: int = 0) -> CollectiveTrace:
+    """A `CollectiveTrace` built from given rounds instead of from the algorithm's own schedule.
 
     rounds: [(phase, [(src, dst, chunk, op), ...]), ...] with op "add" or "copy" —
     e.g. the sends a learner's code really made, one round per `exchange` call.
@@ -140,7 +140,7 @@ def trace_from_rounds(algorithm: str, world_size: int, n_elements: int, rounds, 
     the ranks or chunks, or one that would sum a rank's contribution twice.
     """
     base = trace_collective(algorithm, world_size, n_elements, root)
-    trace = Trace(algorithm, world_size, n_elements, base.bounds, base.initial)
+    trace = CollectiveTrace(algorithm, world_size, n_elements, base.bounds, base.initial)
     bld = _Builder(trace)
     n_chunks = len(base.bounds) - 1
     for phase, moves in rounds:
@@ -159,7 +159,7 @@ def _rounds(n: int) -> int:
     return (n - 1).bit_length()
 
 
-def trace_collective(algorithm: str, world_size: int, n_elements: int, root: int = 0) -> Trace:
+def trace_collective(algorithm: str, world_size: int, n_elements: int, root: int = 0) -> CollectiveTrace:
     """Step-by-step trace of ``algorithm`` on ``world_size`` ranks and an ``n_elements`` buffer.
 
     Ring algorithms cut the buffer into world_size chunks (`chunk_bounds`);
@@ -174,7 +174,7 @@ def trace_collective(algorithm: str, world_size: int, n_elements: int, root: int
         initial = tuple(tuple(frozenset({r}) if c == r else frozenset() for c in range(n)) for r in range(n))
     else:
         initial = tuple(tuple(frozenset({r}) for _ in range(n_chunks)) for r in range(n))
-    trace = Trace(algorithm, n, n_elements, bounds, initial)
+    trace = CollectiveTrace(algorithm, n, n_elements, bounds, initial)
     bld = _Builder(trace)
     for phase in _PHASES[algorithm]:
         phase(bld, n, root)

@@ -46,7 +46,7 @@ import numpy as np
 from labkit.checks import check_int, check_numel, check_real, check_sequence
 
 __all__ = ["Space", "blocked_space", "triton_space", "synthetic_cost", "tiled_matmul",
-           "blocked_measure", "triton_measure", "Trace", "exhaustive", "random_search",
+           "blocked_measure", "triton_measure", "SearchTrace", "exhaustive", "random_search",
            "model_search", "RidgeCostModel", "features", "spearman", "compare",
            "evaluations_to_within", "METHODS"]
 
@@ -201,7 +201,7 @@ def triton_measure(n: int = 2048, dtype=None, repeat: int = 5, group_m: int = 8)
 
 # ------------------------------------------------------------------------------- searches
 @dataclass
-class Trace:
+class SearchTrace:
     """One search: ``configs`` measured in order, their ``times``, and ``best_so_far[i]`` = the
     fastest time among the first i + 1 measurements."""
 
@@ -226,19 +226,19 @@ def _check_budget(fn: str, budget, space: Space) -> int:
     return min(check_int(fn, "budget", budget, minimum=1), len(space))
 
 
-def exhaustive(space: Space, measure: Measure) -> Trace:
+def exhaustive(space: Space, measure: Measure) -> SearchTrace:
     """Measure every configuration in ``space.configs()`` order."""
     configs = space.configs()
-    return Trace("exhaustive", configs, [float(measure(c)) for c in configs])
+    return SearchTrace("exhaustive", configs, [float(measure(c)) for c in configs])
 
 
-def random_search(space: Space, measure: Measure, budget: int, seed: int = 0) -> Trace:
+def random_search(space: Space, measure: Measure, budget: int, seed: int = 0) -> SearchTrace:
     """Measure ``budget`` distinct configurations in a random order (numpy Generator(seed))."""
     budget = _check_budget("random_search", budget, space)
     configs = space.configs()
     order = np.random.default_rng(seed).permutation(len(configs))[:budget]
     chosen = [configs[i] for i in order]
-    return Trace("random", chosen, [float(measure(c)) for c in chosen])
+    return SearchTrace("random", chosen, [float(measure(c)) for c in chosen])
 
 
 def features(space: Space, configs: Sequence[dict]) -> np.ndarray:
@@ -277,7 +277,7 @@ class RidgeCostModel:
 
 
 def model_search(space: Space, measure: Measure, budget: int, seed: int = 0, init: int = 8,
-                 batch: int = 2, explore: float = 0.1, lam: float = 0.1) -> Trace:
+                 batch: int = 2, explore: float = 0.1, lam: float = 0.1) -> SearchTrace:
     """AutoTVM-style search: measure ``init`` random configurations, then repeatedly fit a
     `RidgeCostModel` on everything measured and measure the ``batch`` unmeasured configurations it
     predicts fastest; each pick is instead a random unmeasured one with probability ``explore``
@@ -306,7 +306,7 @@ def model_search(space: Space, measure: Measure, budget: int, seed: int = 0, ini
             pick = left[int(rng.integers(len(left)))] if rng.random() < explore else ranked[0]
             ranked.remove(pick)
             take(pick)
-    return Trace("model", [configs[i] for i in measured], times)
+    return SearchTrace("model", [configs[i] for i in measured], times)
 
 
 METHODS = ("exhaustive", "random", "model")
@@ -331,7 +331,7 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     return float(ra @ rb) / den if den else 0.0
 
 
-def evaluations_to_within(trace: Trace, optimum: float, pct: float) -> int | None:
+def evaluations_to_within(trace: SearchTrace, optimum: float, pct: float) -> int | None:
     """The number of measurements after which the best found is within ``pct`` % of ``optimum``
     (None if never within the trace)."""
     limit = optimum * (1 + pct / 100.0)

@@ -8,6 +8,7 @@
     placement_table(), mesh_table(), mlp_table()   sharding specs: our rule vs DTensor, 1-D vs 2-D bytes
     router_table()              MoE router trained with and without the balance and z losses
     picture(exercise)           a learner's function run through the lab's picture
+    ring_player(world, seq)     Play + slider over a causal ring's steps (`ring_frames`): contiguous, then zig-zag
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
@@ -19,9 +20,10 @@ import types
 import torch
 
 from labkit.collectives.counting import count_collectives
-from labkit.context_parallel import formulas
+from labkit.context_parallel import draw, formulas
 from labkit.context_parallel.attention import reference_attention, softmax_step
 from labkit.context_parallel.layout import shard, unshard
+from labkit.context_parallel.schedule import ring_schedule
 from labkit.context_parallel.ring import ring_attention
 from labkit.context_parallel.ulysses import ulysses_attention
 from labkit.dist import RankError, launch
@@ -346,3 +348,21 @@ def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab14_long_context.py."""
     return {"softmax_step": softmax_picture, "all_to_all_4d": all_to_all_picture,
             "einsum_placement": placement_picture, "load_balancing_loss": balance_picture}[exercise]
+
+
+def ring_frames(world: int = 4, seq: int = 16, causal: bool = True) -> list[tuple[str, list]]:
+    """The animation's frames: (title, schedule) per frame — the contiguous ring's steps, then the
+    zig-zag ring's."""
+    out = []
+    for layout in ("contiguous", "zigzag"):
+        sched = ring_schedule(world, seq, causal, layout)
+        out += [(f"{layout}, {'causal' if causal else 'full'}: ", sched)] * len(sched)
+    return out
+
+
+def ring_player(world: int = 4, seq: int = 16, causal: bool = True):
+    """Play + slider over `ring_frames` (N steps contiguous, then N steps zig-zag)."""
+    from labkit.viz.player import player
+
+    frames = ring_frames(world, seq, causal)
+    return player(lambda i: draw.ring_figure(frames[i][1], i % world, frames[i][0]), len(frames), interval_ms=1200)

@@ -15,6 +15,9 @@
     local_sgd_table(cfg, ...)          FedAvg: average every H steps; bytes and loss
     picture(exercise)                  a learner's function drawn the way the lab draws ours
                                        (bucketed_ddp_hooks: also timed against per-parameter and naive)
+    overlap_widget / ssp_widget / convergence_widget
+                                       sliders over the simulators and runs, drawn by
+                                       `labkit.data_parallel.draw`
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
@@ -25,12 +28,13 @@ import statistics
 import torch
 
 from labkit.collectives.alpha_beta import fit_alpha_beta
+from labkit.data_parallel import draw
 from labkit.data_parallel.buckets import assign_buckets, cap_bytes_of
 from labkit.data_parallel.ddp import DDP
-from labkit.data_parallel.overlap import naive_step_time, overlap_step_time
+from labkit.data_parallel.overlap import BucketSpan, OverlapResult, overlap_step_time, simulate_overlap
 from labkit.data_parallel.param_server import PSConfig, run_many, server_bytes_per_step
-from labkit.data_parallel.ssp import ssp_makespan, ssp_start_times
-from labkit.data_parallel.step_timing import Measured, interleaved_steps, time_ddp_steps
+from labkit.data_parallel.ssp import ssp_makespan, ssp_staleness, ssp_start_times
+from labkit.data_parallel.step_timing import DDPTimings, interleaved_steps, time_ddp_steps
 from labkit.dist import device, launch
 from labkit.model import DATA_PARALLEL_GPT, GPT, GPTConfig, batch, parameter_count
 from labkit.table import Table
@@ -140,24 +144,24 @@ def torch_bucket_history(cfg: GPTConfig, caps=(None, 1.0)) -> list[dict]:
 # --------------------------------------------------------------------------- overlap
 
 def measure_overlap(cfg: GPTConfig, batch_per_rank: int = 8, cap_mb: float = 1.0, world: int = 2,
-                    steps: int = 5) -> Measured:
+                    steps: int = 5) -> DDPTimings:
     """Every variant timed on ``world`` real ranks (see `step_timing.time_ddp_steps`): gloo on CPU,
     NCCL with a GPU per rank."""
     return launch(time_ddp_steps, world, cfg, batch_per_rank, cap_mb, steps, timeout=300)[0]
 
 
-def comm_times(m: Measured, bucketed: bool) -> list[float]:
+def comm_times(m: DDPTimings, bucketed: bool) -> list[float]:
     """Measured all-reduce seconds of each bucket (or each parameter), in the order they become ready."""
     if bucketed:
         return [m.comm[sum(m.nbytes[i] for i in b)] for b in m.buckets]
     return [m.comm[n] for n in reversed(m.nbytes)]
 
 
-def predicted_step(m: Measured, name: str) -> float:
+def predicted_step(m: DDPTimings, name: str) -> float:
     """The model's step time (s) for variant ``name`` from the parts measured alone, plus the
     variant's measured ``lag`` (the ranks do not finish backward together, and no all-reduce
     completes before the last rank joins it): naive T_fwd + T_bwd + lag + the burst of its
-    all-reduces (`Measured.burst`); overlapped, the lower bound
+    all-reduces (`DDPTimings.burst`); overlapped, the lower bound
     T_fwd + max(T_bwd, T_comm − t_last) + t_last + lag."""
     v = m.variants[name]
     if name == "naive":
@@ -165,7 +169,7 @@ def predicted_step(m: Measured, name: str) -> float:
     return overlap_step_time(m.fwd, m.bwd, comm_times(m, name == "bucketed")) + v.lag
 
 
-def overlap_table(m: Measured) -> Table:
+def overlap_table(m: DDPTimings) -> Table:
     """Measured step parts (ms) of each variant next to `predicted_step`."""
     rows = []
     for name, v in m.variants.items():
@@ -180,7 +184,7 @@ def overlap_table(m: Measured) -> Table:
                  title=f"{m.world} ranks, ms; compute alone: fwd {m.fwd * 1e3:.1f}, bwd {m.bwd * 1e3:.1f}")
 
 
-def fitted_alpha_beta(m: Measured) -> tuple[float, float]:
+def fitted_alpha_beta(m: DDPTimings) -> tuple[float, float]:
     """(α s, β s/byte) fitted (Lab 05's fit, ring all-reduce model) to the all-reduce times measured alone."""
     return fit_alpha_beta([("ring_all_reduce", m.world, n, t) for n, t in m.comm.items()])
 
@@ -447,13 +451,12 @@ def ssp_picture(fn, durations=((1, 1, 1, 1), (3, 1, 3, 1), (1, 2, 1, 2)), stalen
     from IPython.display import HTML, display
 
     from labkit.viz.player import figure_to_html
-    from labkit.viz import data_parallel as V
 
     rows = []
     for s in (None, staleness, 0):
         yours = fn([list(d) for d in durations], s)
         rows.append(("ASP" if s is None else f"s={s}", yours, yours == ssp_start_times(durations, s)))
-    display(HTML(figure_to_html(V.ssp_figure([list(d) for d in durations], staleness, fn))))
+    display(HTML(figure_to_html(ssp_frame([list(d) for d in durations], staleness, fn))))
     table = Table(["rule", "your start times", "equal"], rows)
     print(table)
     return table
@@ -646,3 +649,67 @@ def gap_table(problem=None, n_train: int = 256, small=(8, 0.4), large=(128, 1.2)
                  formats={"train loss": ".3f", "test loss": ".3f", "gap": ".3f"},
                  title=f"{n_train} training examples, label noise 1 (the best possible loss is 0.5); "
                        f"means over {seeds} data sets")
+
+
+def measured_overlap(events, t_fwd: float, t_bwd: float) -> OverlapResult:
+    """A real step's CommEvents (as `step_timing.StepTimes.events`: (bucket, bytes, ready, start,
+    end) in seconds from backward's start) as an OverlapResult, to draw like the simulator's."""
+    spans = tuple(BucketSpan(b, (), n, r, s, e) for b, n, r, s, e in sorted(events, key=lambda e: e[3]))
+    end = max([t_bwd] + [s.end for s in spans])
+    return OverlapResult(spans, t_fwd, t_bwd, t_fwd + end, end - t_bwd)
+
+
+def overlap_frame(ready_s, nbytes, world, alpha, beta, t_fwd, cap_kib: float):
+    """The widget's pure render: the simulated step for a bucket cap of ``cap_kib`` KiB (0 = one
+    bucket per parameter)."""
+    cap = None if cap_kib == 0 else cap_kib * 1024
+    r = simulate_overlap(ready_s, nbytes, cap, world, alpha, beta, t_fwd)
+    label = "per-parameter" if cap is None else f"cap {cap_kib:g} KiB"
+    return draw.overlap_figure(r, f"{label}: {len(r.spans)} all-reduces,")
+
+
+def overlap_widget(ready_s, nbytes, world, alpha, beta, t_fwd, caps_kib=(0, 16, 64, 256, 1024, 4096, 16384)):
+    """Slider over bucket caps (KiB) driving `overlap_frame`."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    return controlled(lambda cap_kib: overlap_frame(ready_s, nbytes, world, alpha, beta, t_fwd, cap_kib),
+                      cap_kib=W.SelectionSlider(options=list(caps_kib), value=caps_kib[3],
+                                                description="bucket cap (KiB, 0 = per parameter)"))
+
+
+def ssp_frame(durations, staleness: int, start_times=ssp_start_times):
+    """`draw.ssp_figure` of ASP, SSP(staleness) and BSP (start times from ``start_times``, labkit's
+    clock rule unless a learner's is given), with SSP's staleness histogram."""
+    rules = {"ASP": None, f"SSP s={staleness}": staleness, "BSP": 0}
+    starts = {name: start_times(durations, s) for name, s in rules.items()}
+    return draw.ssp_figure(durations, starts, staleness, ssp_staleness(durations, staleness))
+
+
+def ssp_widget(durations, max_staleness: int = 6):
+    """Staleness slider over `ssp_figure`."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    return controlled(lambda s: ssp_frame(durations, s),
+                      s=W.IntSlider(value=1, min=0, max=max_staleness, description="SSP staleness bound s"))
+
+
+def convergence_widget(runs: dict):
+    """Runs {(lr, label): Run}: a learning-rate dropdown and a rule slider over
+    `convergence_figure` (the chosen rule in colour, the others of that learning rate in grey)."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    lrs = sorted({lr for lr, _ in runs})
+    labels = list(dict.fromkeys(label for _, label in runs))
+
+    def frame(lr, rule):
+        mine = {label: r for (l, label), r in runs.items() if l == lr}
+        return draw.convergence_figure(mine, rule, f"lr {lr} per gradient: {rule}")
+
+    return controlled(frame, lr=W.Dropdown(options=lrs, value=lrs[0], description="learning rate"),
+                      rule=W.SelectionSlider(options=labels, value=labels[0], description="rule"))

@@ -47,7 +47,7 @@ class StepTimes:
 
 
 @dataclass
-class Measured:
+class DDPTimings:
     """What `time_ddp_steps` returns: ``variants`` {name: StepTimes}; compute alone (``fwd``,
     ``bwd`` with no communication); ``ready`` each parameter's gradient-ready time (s after
     backward starts, registration order) and ``nbytes`` its size; ``comm`` {bytes: seconds of a
@@ -180,7 +180,7 @@ def _burst_alone(sizes, repeat):
 
 
 def time_ddp_steps(rank: int, world: int, cfg: GPTConfig, batch_per_rank: int, cap_mb: float,
-                   steps: int = 5) -> Measured:
+                   steps: int = 5) -> DDPTimings:
     """Rank function for `labkit.dist.launch`: every variant of VARIANTS, then the parts alone."""
     check_int("time_ddp_steps", "batch_per_rank", batch_per_rank, minimum=1)
     check_int("time_ddp_steps", "steps", steps, minimum=1)
@@ -189,4 +189,4 @@ def time_ddp_steps(rank: int, world: int, cfg: GPTConfig, batch_per_rank: int, c
     bucket_bytes = [sum(nbytes[i] for i in b) for b in buckets]
     comm = _comm_alone(nbytes + bucket_bytes, max(15, steps))
     burst = _burst_alone(list(reversed(nbytes)), max(5, steps))
-    return Measured(world, cap_mb, variants, fwd, bwd, ready, nbytes, comm, buckets, burst)
+    return DDPTimings(world, cap_mb, variants, fwd, bwd, ready, nbytes, comm, buckets, burst)

@@ -1,7 +1,7 @@
 """Notebook 03's CUDA section: tables and widgets over `cuda_sim`, `cuda_kernels` and `occupancy`.
 
 Each function returns finished data (a `labkit.table.Table`) or a widget over pure drawing
-functions (`labkit.viz.cuda`); tests/test_gpu_model_cuda.py checks every number against the
+functions (`labkit.gpu_model.draw`); tests/test_gpu_model_cuda.py checks every number against the
 kernels' outputs and the closed forms.
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ def kernels_table(n: int = 100, mm=(24, 20, 16), sum_n: int = 1000, seed: int = 
 def block_player(n: int = 16, seed: int = 0, kernel=K.block_sum):
     """A Play + slider widget over ``kernel`` (`block_sum`'s signature) on one block of n threads, step
     by step (`block_step_html`)."""
-    from labkit.viz.cuda import block_step_html
+    from labkit.gpu_model.draw import block_step_html
     from labkit.viz.player import player
 
     n = check_int("block_player", "n", n, minimum=2, maximum=64)
@@ -95,7 +95,7 @@ def block_player(n: int = 16, seed: int = 0, kernel=K.block_sum):
 
 def waves_player(blocks: int = 40, sms: int = 8, blocks_per_sm: int = 2):
     """A Play + slider widget over the waves of ``blocks`` blocks on ``sms`` SMs (`waves_html`)."""
-    from labkit.viz.cuda import waves_html
+    from labkit.gpu_model.draw import waves_html
     from labkit.viz.player import player
 
     sched = O.schedule(blocks, blocks_per_sm, sms)

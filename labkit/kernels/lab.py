@@ -84,7 +84,7 @@ def picture(exercise: str):
     def draw(kernel):
         from IPython.display import HTML, display
 
-        from labkit.viz.kernels import kernel_frame, n_programs
+        from labkit.kernels.draw import kernel_frame, n_programs
         from labkit.viz.player import figure_to_html
 
         got = check(exercise, kernel)
@@ -152,3 +152,12 @@ def gpu_timings(bench=None, rows: int = 4096, cols=(1024, 4096), n: int = 4096,
     out.append([f"matmul {n}^3 bf16", "TFLOP/s", tfs(t_ours), tfs(t_torch), t_torch / t_ours])
     return Table(["kernel", "unit", "ours", "torch", "ratio"], out,
                  formats={"ours": ".0f", "torch": ".0f", "ratio": ".2f"})
+
+
+def kernel_player(rec, out: str, inputs: tuple = (), launch: int = 0, width: int | None = None, **kw):
+    """Play + slider over the programs of one recorded launch (frame i = program i)."""
+    from labkit.kernels.draw import kernel_frame, n_programs
+    from labkit.viz.player import player
+
+    return player(lambda i: kernel_frame(rec, i, out, inputs, launch, width), n_programs(rec, launch),
+                  description="program", **kw)

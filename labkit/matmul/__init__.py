@@ -5,7 +5,7 @@
 - `labkit.matmul.thread_model`: thread-level simulator of GPU kernels v1, v1.5, v2, v3
   counting global- and shared-memory loads, with closed forms.
 - `labkit.matmul.blocked`: a real-speed blocked matmul in torch timed against BLAS.
-Drawing lives in `labkit.viz.matmul`.
+Drawing lives in `labkit.matmul.draw`.
 """
 from labkit.matmul.traffic import (Step, Traffic, TwoLevelTraffic, cache_tiled, cache_tiled_formula, cdiv,
                                    naive, naive_formula, register_tiled, register_tiled_formula, tiled,

@@ -7,6 +7,8 @@
                                  the DRAM level, drawn with the cache loop)
     speed(res)                   the table of `labkit.matmul.blocked.measure`'s result: calls,
                                  time per call, and the extra time per call over one BLAS call
+    tiled_player(kind, M, K, N, **tiles)   Play + slider over the traced loop (`tiled_frames`),
+                                 drawn by `labkit.matmul.draw.step_html`
 
 Matrices hold small integers (float64), so C == A @ B holds exactly in any summation order.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from labkit.matmul import traffic as T
+from labkit.matmul.draw import step_html
+from labkit.matmul.traffic import Traffic, cache_tiled_formula, register_tiled_formula, trace
 from labkit.table import Table
 
 CASES = {
@@ -72,8 +76,6 @@ def compare(exercise: str, fn, runs: list | None = None) -> Table:
 
 def first_case_html(exercise: str, fn, runs: list | None = None) -> str:
     """The lab's picture of the first case, with the learner's counts and wrong C cells (HTML)."""
-    from labkit.viz.matmul import learner_html
-
     (M, K, N), tiles, C, got, want, wrong = (runs if runs is not None else _runs(exercise, fn))[0]
     kind = ANIMATION[exercise]
     if exercise == "tiled":                      # the DRAM level is the cache loop's
@@ -116,3 +118,42 @@ def speed(res: dict) -> Table:
     return Table(["tile", "calls", "ms", "us/call", "extra us/call", "GFLOP/s", "x BLAS"], rows,
                  formats={"ms": ".2f", "us/call": ".1f", "extra us/call": ".1f", "GFLOP/s": ".1f",
                           "x BLAS": ".2f"}, title=title)
+
+
+def tiled_frames(kind: str, M: int, K: int, N: int, **tiles):
+    """(render, n_frames, formula) for the "cache" or "register" loop: render(i) -> HTML of step i."""
+    steps = trace(kind, M, K, N, **tiles)
+    if kind == "cache":
+        formula = cache_tiled_formula(M, K, N, tiles["b1"], tiles["b2"])
+        title = f"cache tiling b1={tiles['b1']}, b2={tiles['b2']}: A {M}*{K}, B ceil({M}/{tiles['b1']})*{K}*{N}"
+    else:
+        formula = register_tiled_formula(M, K, N, tiles["v1"], tiles["v2"], tiles.get("v3", 1))
+        title = (f"register tiling v1={tiles['v1']}, v2={tiles['v2']}, v3={tiles.get('v3', 1)}: "
+                 f"A {M}*{K}*ceil({N}/{tiles['v2']}), B ceil({M}/{tiles['v1']})*{K}*{N}")
+
+    def render(i: int) -> str:
+        return step_html(steps, i, M, K, N, formula, title)
+
+    return render, len(steps), formula
+
+
+def learner_html(kind: str, M: int, K: int, N: int, yours: Traffic | None, wrong=(), **tiles) -> str:
+    """The last step of the "cache" or "register" loop, with a learner's counts and wrong C cells.
+
+    ``yours``: the Traffic their function returned (None if it returned something else);
+    ``wrong``: the (row, col) cells of their C that differ from A @ B (drawn red).
+    """
+    steps = trace(kind, M, K, N, **tiles)
+    _, n, formula = tiled_frames(kind, M, K, N, **tiles)
+    level = {"cache": "DRAM -> L1", "register": "L1 -> registers"}[kind]
+    title = (f"your loop on {M}x{K}x{N}, " + ", ".join(f"{k}={v}" for k, v in tiles.items())
+             + f" ({level} counts): {len(set(map(tuple, wrong)))} wrong C cells (red)")
+    return step_html(steps, n - 1, M, K, N, formula, title, yours=yours, wrong=wrong, learner=True)
+
+
+def tiled_player(kind: str, M: int, K: int, N: int, interval_ms: int = 700, **tiles):
+    """Play + slider widget stepping through the tiled loop (see `tiled_frames`)."""
+    from labkit.viz.player import player
+
+    render, n, _ = tiled_frames(kind, M, K, N, **tiles)
+    return player(render, n, interval_ms=interval_ms)

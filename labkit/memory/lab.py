@@ -102,7 +102,7 @@ def activation_table(cfg: GPTConfig = MEMORY_GPT, batch_size: int = 4, dtype: to
 
 
 @dataclass(frozen=True)
-class Timeline:
+class MemoryTimeline:
     """One training step of a chain: bytes by category after every op (``samples``), the peak of
     all bytes, and the closed form of the peak activation bytes (``closed_form``,
     `labkit.memory.activation_checkpointing.chain_peak_bytes`; None for a learner's own function)."""
@@ -114,7 +114,7 @@ class Timeline:
     closed_form: int | None
 
 
-def step_timeline(n_layers: int = 8, segment: int | None = None, width: int = 16, batch_size: int = 64) -> Timeline:
+def step_timeline(n_layers: int = 8, segment: int | None = None, width: int = 16, batch_size: int = 64) -> MemoryTimeline:
     """Track one Adam step (forward, backward, step) of ``make_chain(n_layers, width)`` on a
     (batch_size, width) input, checkpointed in segments of ``segment`` layers (None: not at all).
     A first step runs untracked, so Adam's states already exist, as in training."""
@@ -146,7 +146,7 @@ def step_timeline(n_layers: int = 8, segment: int | None = None, width: int = 16
         tracker.mark("step")
         opt.step()
     closed = chain_peak_bytes(n, segment, batch_size, width, 8, "ours" if segment else "none")
-    return Timeline(n, segment, tuple(tracker.timeline), tracker.peak_bytes, closed)
+    return MemoryTimeline(n, segment, tuple(tracker.timeline), tracker.peak_bytes, closed)
 
 
 def _plain(layers, x):
@@ -209,8 +209,8 @@ def cuda_peak_table(cfg: GPTConfig = MEMORY_GPT, batch_size: int = 8) -> Table:
 
 def checkpoint_widget(n_layers: int = 8, width: int = 16, batch_size: int = 64):
     """Play + slider over activation checkpointing's segment length k = none, 1, 2, ..., N: one
-    step's memory timeline each (`step_timeline`, all computed first), drawn by `viz.memory`."""
-    from labkit.viz.memory import checkpoint_frame
+    step's memory timeline each (`step_timeline`, all computed first), drawn by `labkit.memory.draw`."""
+    from labkit.memory.draw import checkpoint_frame
     from labkit.viz.player import player
 
     timelines = [step_timeline(n_layers, None, width, batch_size)] + \
@@ -225,8 +225,8 @@ def checkpoint_picture(fn, n_layers: int = 8, width: int = 16, batch_size: int =
     activation bytes vs the every-segment closed form; draws your step's memory timeline at k = 3."""
     from IPython.display import HTML, display
 
+    from labkit.memory.draw import timeline_figure
     from labkit.memory.tracker import ActivationPeakTracker
-    from labkit.viz.memory import timeline_figure
     from labkit.viz.player import figure_to_html
 
     rows = []
@@ -259,7 +259,7 @@ def checkpoint_picture(fn, n_layers: int = 8, width: int = 16, batch_size: int =
     return rows
 
 
-def _timeline_of(fn, n_layers, segment, width, batch_size) -> Timeline:
+def _timeline_of(fn, n_layers, segment, width, batch_size) -> MemoryTimeline:
     layers = make_chain(n_layers, width)
     holder = torch.nn.ModuleList(layers)
     x = torch.randn(batch_size, width, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -269,7 +269,7 @@ def _timeline_of(fn, n_layers, segment, width, batch_size) -> Timeline:
         loss = fn(list(layers), x, segment).pow(2).mean()
         tracker.mark("backward")
         loss.backward()
-    return Timeline(n_layers, segment, tuple(tracker.timeline), tracker.peak_bytes, None)
+    return MemoryTimeline(n_layers, segment, tuple(tracker.timeline), tracker.peak_bytes, None)
 
 
 POLICY_WIDTHS = (128, 192, 32, 48, 192, 192, 256, 64)  # a Linear+Tanh chain whose outputs differ in size and cost
@@ -328,7 +328,7 @@ def chain_table(chains=CHAINS) -> Table:
 def lifetime_player(widths=(64, 64, 64, 64), batch_size: int = 8):
     """Play + slider over `chain_lifetimes`: each module's run and its input's release, both modes."""
     from labkit.memory.inference import chain_lifetimes
-    from labkit.viz.inference import lifetime_html
+    from labkit.memory.draw import lifetime_html
     from labkit.viz.player import player
 
     lt = chain_lifetimes(list(widths), batch_size)
@@ -420,7 +420,7 @@ def wall_table(models=None) -> Table:
 def wall_player():
     """Play + slider over the years: the models published so far against the largest device memory."""
     from labkit.memory.wall import DEVICES, largest_device, wall_rows
-    from labkit.viz.memory import wall_figure
+    from labkit.memory.draw import wall_figure
     from labkit.viz.player import player
 
     rows = wall_rows()

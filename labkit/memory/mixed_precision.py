@@ -51,6 +51,7 @@ import torch
 from labkit.checks import check_int, check_real
 from labkit.memory.tracker import MemoryTracker
 from labkit.model import GPT, GPTConfig, batch, parameter_count
+from labkit.optim import loss_from_closure
 from labkit.table import Table
 
 HALF_TYPES = (torch.float16, torch.bfloat16)
@@ -124,10 +125,7 @@ class MixedPrecisionAdam(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         """One Adam step on the masters; the 16-bit parameters get the rounded result."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = loss_from_closure(closure)
         found_inf = getattr(self, "found_inf", None)
         if found_inf is not None and float(found_inf) != 0.0:
             return loss                                    # overflow: skip, as GradScaler asks

@@ -45,6 +45,7 @@ from labkit.bench import median_time
 from labkit.checks import check_int, check_real
 from labkit.memory.mixed_precision import MixedPrecisionAdam
 from labkit.model import GPT, GPTConfig, batch, parameter_count
+from labkit.optim import loss_from_closure
 from labkit.table import Table
 
 TIERS = ("mmap", "pinned")
@@ -194,10 +195,7 @@ class OffloadedAdam(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         """One offloaded Adam step: ``to_tier(); update(); from_tier()``."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = loss_from_closure(closure)
         self.to_tier()
         self.update()
         self.from_tier()

@@ -3,7 +3,9 @@
     run_grids(grids)                the real dp × tp × pp runs on 8 gloo ranks (one launch)
     equivalence_table(runs)         each grid vs one process; replicas and tied copies identical
     counted_bytes_table(run)        bytes counted per dimension on every rank vs the closed forms
-    timeline_of(run)                a run's last step, for `labkit.viz.parallel3d.timeline_figure`
+    timeline_of(run)                a run's last step, for `labkit.parallel3d.draw.timeline_figure`
+    cluster_figure(dp, tp, pp, n, by)   where each rank of a grid sits, n GPUs per node, coloured by
+                                    its ``by`` group (`cluster_layout`, drawn by `draw.cluster_figure`)
     coords_picture(fn), groups_picture(fn)
                                     a learner's rank_coords / group_ranks next to `grid`'s answers
 
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 from labkit.model import PARALLEL3D_GPT, GPTConfig, parameter_count
 from labkit.parallel3d.comm_bytes import DIMENSIONS, bytes_per_step, rank_bytes_per_step
-from labkit.parallel3d.grid import coords, groups, nodes_spanned
+from labkit.parallel3d import draw
+from labkit.parallel3d.grid import KINDS, coords, groups, nodes_spanned
 from labkit.parallel3d.train import Timeline3D, TrainSetup, max_abs_diff, reference_training, train_3d_many
 from labkit.table import Table
 
@@ -60,7 +63,7 @@ def counted_bytes_table(run, cfg: GPTConfig = PARALLEL3D_GPT) -> Table:
 
 
 def timeline_of(run) -> Timeline3D:
-    """The run's last step as a `Timeline3D` (draw it with labkit.viz.parallel3d.timeline_figure)."""
+    """The run's last step as a `Timeline3D` (draw it with labkit.parallel3d.draw.timeline_figure)."""
     return Timeline3D(run.timeline, run.step_times[-1], run.coords, run.setup)
 
 
@@ -92,3 +95,26 @@ def groups_picture(fn, rank: int = 5, dp: int = 2, tp: int = 2, pp: int = 2) -> 
 
 __all__ = ["GRIDS", "run_grids", "equivalence_table", "counted_bytes_table", "timeline_of", "coords_picture",
            "groups_picture"]
+
+
+MAX_DRAWN = 64                      # GPUs drawn at most; bigger plans show their first ranks
+
+
+def cluster_layout(dp: int, tp: int, pp: int, gpus_per_node: int, colour_by: str = "tp") -> dict:
+    """What `draw.draw_cluster` draws of a dp × tp × pp grid on nodes of ``gpus_per_node`` GPUs: the
+    ranks shown (at most MAX_DRAWN, whole nodes), each one's ``colour_by`` group index and (dp, tp,
+    pp) coordinates, and the most nodes one such group spans."""
+    if colour_by not in KINDS:
+        raise ValueError(f"cluster_figure: colour_by must be one of {', '.join(KINDS)}, got {colour_by!r}")
+    shown = min(dp * tp * pp, MAX_DRAWN - MAX_DRAWN % gpus_per_node or gpus_per_node)
+    kind = groups(dp, tp, pp)[colour_by]
+    index = {r: i for i, g in enumerate(kind) for r in g}
+    return {"dp": dp, "tp": tp, "pp": pp, "gpus_per_node": gpus_per_node, "colour_by": colour_by, "shown": shown,
+            "group": {r: index[r] for r in range(shown)},
+            "coords": {r: tuple(coords(r, dp, tp, pp)) for r in range(shown)},
+            "spans": max(nodes_spanned(g, gpus_per_node) for g in kind)}
+
+
+def cluster_figure(dp: int, tp: int, pp: int, gpus_per_node: int, colour_by: str = "tp"):
+    """`draw.cluster_figure` of the grid's `cluster_layout`."""
+    return draw.cluster_figure(cluster_layout(dp, tp, pp, gpus_per_node, colour_by))

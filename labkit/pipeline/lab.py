@@ -7,11 +7,13 @@
     training_table(kind, p, m, steps)           a pipeline trained for several SGD steps vs one process
     measure(kind, cfg)                          a timed real step next to the simulator fed its times
     picture(exercise)                           a learner's function drawn the way the lab draws ours
+    pipeline_widget()                           schedule, p, m, v, imbalance controls over the simulator
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
 from __future__ import annotations
 
+import html
 import statistics
 import textwrap
 from dataclasses import dataclass
@@ -19,9 +21,10 @@ from fractions import Fraction
 
 import torch
 
-from labkit.table import Table
-from labkit.pipeline.schedules import ScheduleError, check_schedule, normalized, schedule
+from labkit.pipeline import draw
+from labkit.pipeline.schedules import KINDS, ScheduleError, check_schedule, normalized, schedule
 from labkit.pipeline.simulate import SimResult, time_schedule
+from labkit.table import Table
 
 WIDTH = 100
 
@@ -186,7 +189,7 @@ def training_table(kind: str = "gpipe", p: int = 4, m: int = 4, steps: int = 10,
 
 
 @dataclass
-class Measured:
+class TimedPipelineStep:
     """A timed real step (`run`, a PipelineRun) and the simulator fed its median stage times."""
 
     kind: str
@@ -207,7 +210,7 @@ class Measured:
             f"{float(self.sim.bubble_fraction):.3f}, (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.3f}"])
 
 
-def measure(kind: str, cfg, repeats: int = 3) -> Measured:
+def measure(kind: str, cfg, repeats: int = 3) -> TimedPipelineStep:
     """Run ``kind`` (one stage per rank) for ``cfg`` on real ranks, take each stage's median forward
     and backward time from the recorded timeline, and simulate the schedule with those times."""
     from labkit.pipeline.executor import run_pipeline
@@ -220,7 +223,7 @@ def measure(kind: str, cfg, repeats: int = 3) -> Measured:
                                   if a.stage == st and a.kind == k])
 
     tf, tb = [median(st, "F") for st in range(p)], [median(st, "B") for st in range(p)]
-    return Measured(kind, tf, tb, run, time_schedule(schedule(kind, p, m), tf, tb))
+    return TimedPipelineStep(kind, tf, tb, run, time_schedule(schedule(kind, p, m), tf, tb))
 
 
 # --------------------------------------------------------------------------- your functions, through the lab's pictures
@@ -236,7 +239,6 @@ def _display_figure(fig) -> None:
 def schedule_picture(fn, p: int = 4, m: int = 8):
     """Your ``schedule_1f1b(p, m)``: checked, simulated (forward 1, backward 2) and drawn as the lab's
     Gantt chart; compared with labkit's 1F1B. Returns the SimResult (None if it cannot run)."""
-    from labkit.viz import pipeline as V
 
     got = fn(p, m)
     try:
@@ -246,7 +248,7 @@ def schedule_picture(fn, p: int = 4, m: int = 8):
         print(wrap(f"your schedule_1f1b({p}, {m}) cannot run: {e}"))
         return None
     res = time_schedule(sched, 1, 2)
-    _display_figure(V.gantt(res, f"your schedule_1f1b, p={p} m={m} (forward 1, backward 2)"))
+    _display_figure(draw.gantt(res, f"your schedule_1f1b, p={p} m={m} (forward 1, backward 2)"))
     want = schedule("1f1b", p, m)
     print(f"same order as 1F1B on every rank: {sched == want} | makespan {res.makespan} "
           f"(1F1B: (m+p-1)·3 = {(m + p - 1) * 3})")
@@ -298,13 +300,12 @@ def backward_picture(fn, timeout: float = 30.0):
     """Your ``stage_backward`` plugged into the real executor: one 1F1B step on 2 gloo ranks (float64
     MLP, 4 microbatches), its measured timeline drawn, loss and gradients vs one process."""
     from labkit.pipeline.executor import MLPConfig, reference_step, run_pipeline
-    from labkit.viz import pipeline as V
 
     cfg = MLPConfig(num_stages=2, num_microbatches=4, width=16, batch=16)
     run = run_pipeline(schedule("1f1b", 2, 4), cfg, backward_fn=fn, timeout=timeout)
     loss, grads = reference_step(cfg)
     err = max((a - b).abs().max().item() for s in range(2) for a, b in zip(run.grads[s], grads[s]))
-    _display_figure(V.gantt(run.timeline, "1F1B on 2 real ranks with your stage_backward", time_unit="seconds"))
+    _display_figure(draw.gantt(run.timeline, "1F1B on 2 real ranks with your stage_backward", time_unit="seconds"))
     print(f"your stage_backward, 1F1B p=2 m=4: loss {run.loss:.10f} (one process {loss:.10f})")
     print(f"max |grad - one process's grad| = {err:.1e}: {'equal' if err < 1e-12 else 'DIFFERENT'} (to 1e-12)")
     return run
@@ -317,5 +318,60 @@ def picture(exercise: str):
 
 
 __all__ = ["zero_bubble_makespan", "simulate_zero_bubble", "zero_bubble_table", "peak_table", "executor_table",
-           "measure", "Measured", "schedule_picture", "bubble_picture", "backward_picture", "slicing_picture",
+           "measure", "TimedPipelineStep", "schedule_picture", "bubble_picture", "backward_picture", "slicing_picture",
            "picture", "wrap"]
+
+
+def frame_stats(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: int = 1,
+                imbalance: float = 0.0) -> tuple[SimResult, dict]:
+    """Simulate the widget's configuration. Stage times: forward 1/v, backward 2/v per stage
+    (a rank's whole share of the model costs 1 + 2 whatever v is; a split backward is I 1/v + W 1/v);
+    the last stage is (1 + imbalance) times slower. Returns (result, numbers shown in the title)."""
+    p, m, v = num_ranks, num_microbatches, virtual_stages
+    sched = schedule(kind, p, m, v)
+    S = p * v
+    slow = [Fraction(1)] * (S - 1) + [1 + Fraction(imbalance).limit_denominator(1000)]
+    res = time_schedule(sched, [Fraction(1, v) * x for x in slow], [Fraction(2, v) * x for x in slow])
+    # uniform stages: (p-1)/(vm+p-1); zero bubble with I = W = F: the step is 3m + (p-1)/v, so
+    # (p-1)/(3vm+p-1) (labkit.pipeline.lab.zero_bubble_makespan)
+    zb = kind == "interleaved_zb"
+    stats = {
+        "bubble": float(res.bubble_fraction),
+        "formula": (p - 1) / ((3 if zb else 1) * v * m + p - 1),
+        "formula_text": "(p-1)/(3vm+p-1)" if zb else "(p-1)/(vm+p-1)",
+        "peak_inflight_rank0": res.peak_inflight[0],
+        "makespan": float(res.makespan),
+    }
+    return res, stats
+
+
+def pipeline_frame(kind: str = "1f1b", num_ranks: int = 4, num_microbatches: int = 8, virtual_stages: int = 1,
+                   imbalance: float = 0.0):
+    """The widget's render function: `frame_stats`' simulation drawn by `draw.pipeline_figure`
+    (Gantt chart + in-flight activations per rank), or an HTML error line.
+
+    Pure: the same arguments give the same picture.
+    """
+    try:
+        res, st = frame_stats(kind, num_ranks, num_microbatches, virtual_stages, imbalance)
+    except (ValueError, TypeError) as e:
+        return f"<p style='color:#b00'>cannot build this schedule: {html.escape(str(e))}</p>"
+    return draw.pipeline_figure(res, st, kind, num_ranks, num_microbatches, virtual_stages, imbalance)
+
+
+def pipeline_widget():
+    """Controls (schedule kind, ranks, microbatches, virtual stages, imbalance) over `pipeline_frame`."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    wide = {"style": {"description_width": "initial"}}   # whole labels, not "microbatc..."
+    return controlled(
+        pipeline_frame,
+        kind=W.Dropdown(options=list(KINDS), value="1f1b", description="schedule", **wide),
+        num_ranks=W.IntSlider(value=4, min=2, max=8, description="ranks p", **wide),
+        num_microbatches=W.IntSlider(value=8, min=1, max=24, description="microbatches m", **wide),
+        virtual_stages=W.IntSlider(value=1, min=1, max=4, description="stages per rank v", **wide),
+        imbalance=W.FloatSlider(value=0.0, min=0.0, max=2.0, step=0.25, description="last stage: extra ×",
+                                **wide),
+    )

@@ -179,7 +179,6 @@ def torch_executed_orders(num_ranks: int, configs) -> list[dict[int, list[Action
 
 def _step_worker(rank, world, kind, cfg: MLPConfig, repeats):
     all_stages = build_stages(cfg)
-    v = cfg.num_stages // world
     modules = {s: all_stages[s].to(device()) for s in range(cfg.num_stages) if s % world == rank}
     sched = _make_torch_schedule(kind, rank, world, modules, cfg.num_stages, cfg.num_microbatches, loss_fn)
     x, y = (t.to(device()) for t in make_batch(cfg))

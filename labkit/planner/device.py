@@ -32,7 +32,6 @@ is stated, not fitted.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from labkit.checks import check_int, check_real

@@ -18,6 +18,8 @@
     guide_search(), guide_table()   the decision guide (§10): each `labkit.planner.guide.Case`'s
                                     search, and its best plan named in words
     picture(exercise)               a learner's function next to the lab's answer
+    plan_widget()                   model, GPUs, batch controls over the planner's best plan
+                                    (`plan_frame`, drawn by `labkit.parallel3d.draw.plan_figure`)
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
@@ -33,10 +35,13 @@ from labkit.cluster.autoparallel import partition_stages
 from labkit.memory.estimate import activation_bytes_per_layer
 from labkit.model import GPT, GPTConfig, batch
 from labkit.parallel3d.comm_bytes import DIMENSIONS, rank_bytes_per_step
+from labkit.parallel3d.draw import note_figure, plan_figure
+from labkit.parallel3d.grid import KINDS
+from labkit.parallel3d.lab import cluster_layout
 from labkit.planner import calibrate as C
 from labkit.planner.cost import (A100_80GB_SELENE, MEGATRON_2021_TORCH_DDP, MEGATRON_2022, Cluster, piece_times,
                                  predict, selene)
-from labkit.planner.device import A100_80GB, GiB, gemm_time, waves
+from labkit.planner.device import A100_80GB, GiB, gemm_time
 from labkit.planner.grid import Plan
 from labkit.planner.layer import layer_gemms
 from labkit.planner.memory import first_stage_bytes, layers_in_flight, memory_per_gpu, stage_params
@@ -507,3 +512,33 @@ __all__ = ["bytes_by_dimension_table", "counted_flops", "flops_table", "activati
            "pipeline_check", "overlap_check", "megatron_table", "held_out_table", "table1_constant",
            "tp_sweep_table", "batch_table", "search_table", "rejection_counts", "search_seconds",
            "picture", "worked_answers", "NCCL_PUBLISHED", "TABLE4"]
+
+
+def plan_frame(params_billion: str = "39.1", gpus: int = 512, global_batch: int = 1536, colour_by: str = "tp"):
+    """The planner's best plan for a Table 1 model (Narayanan et al. 2021) on ``gpus`` A100-80GB
+    (8 per node), drawn with `plan_figure`; a one-line figure when no plan fits."""
+    run = next(r for r in MEGATRON_2021_TABLE1 if f"{r.params_billion:g}" == params_billion)
+    cluster = selene(gpus)
+    result = search(run.model, cluster, global_batch)
+    if not result.plans:
+        reason = result.rejected[0].reason if result.rejected else "no candidate plan"
+        return note_figure(f"{params_billion}B on {gpus} GPUs, batch {global_batch}: no plan fits ({reason})")
+    p = result.best.plan
+    return plan_figure(result.best, cluster_layout(p.dp, p.tp, p.pp, cluster.gpus_per_node, colour_by),
+                       title=f"{params_billion}B on {gpus} GPUs, batch {global_batch}: {result.best}")
+
+
+def plan_widget():
+    """Model, GPU count, batch and colouring controls over `plan_frame`."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    return controlled(plan_frame,
+                      params_billion=W.Dropdown(options=[f"{r.params_billion:g}" for r in MEGATRON_2021_TABLE1],
+                                                value="39.1", description="model (B params)"),
+                      gpus=W.Dropdown(options=[32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096], value=512,
+                                      description="GPUs"),
+                      global_batch=W.Dropdown(options=[128, 512, 1024, 1536, 2048, 3072], value=1536,
+                                              description="global batch"),
+                      colour_by=W.Dropdown(options=list(KINDS), value="tp", description="colour by"))

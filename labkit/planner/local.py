@@ -50,7 +50,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import statistics
 from dataclasses import dataclass
 from typing import Callable
 

@@ -7,6 +7,7 @@
     sweep_table(sweep, peak, bw)       one layer's measured batch sweep next to its roof and 2B/b
     first_batch_near_peak(sweep, ...)  the smallest measured batch within ``frac`` of the peak
     tokens_per_matmul(...)             tokens in one matmul of training or of decoding, against B*
+    explorer(peak, bw)                 the roofline explorer: an op's point moved by size or intensity sliders
 
 The pictures use a fixed example machine (100 GFLOP/s, 10 GB/s: ridge 10 FLOP/B; the MFU picture
 an H100's bf16 datasheet roof) so that what they print does not depend on this computer's timings.
@@ -17,6 +18,7 @@ import statistics
 
 from labkit.checks import check_int
 from labkit.roofline import model as M
+from labkit.roofline.draw import roofline_figure
 from labkit.table import Table
 
 PEAK, BW = 100e9, 10e9   # the example machine of the pictures: FLOP/s, bytes/s
@@ -75,14 +77,12 @@ def compare(exercise: str, fn) -> Table:
 
 
 def figure(exercise: str, fn):
-    """The lab's roofline (`labkit.viz.roofline.roofline_figure`) with the learner's ``fn`` on it.
+    """The lab's roofline (`labkit.roofline.draw.roofline_figure`) with the learner's ``fn`` on it.
 
     matmul_intensity / chain_intensity: each case at the intensity ``fn`` gives, at the speed the
     example roof allows there; attainable_flops: ``fn``'s own roof, sampled; mfu_hfu: MFU·peak and
     HFU·peak of the 7B example as heights under an H100's bf16 roof, at a training layer's intensity.
     """
-    from labkit.viz.roofline import roofline_figure
-
     peak, bw, i_range = PEAK, BW, (2 ** -6, 2 ** 10)
     if exercise == "matmul_intensity":
         pts = []
@@ -215,3 +215,60 @@ def tokens_per_matmul(peak_flops: float, bandwidth: float, d: int = 8192, dtype_
              f"d = {d}, B* = {bstar} tokens")
     return Table(["matmul over", "tokens", "I (FLOP/B)", "% of peak at best", "bound"], rows,
                  {"I (FLOP/B)": ".1f", "% of peak at best": ".1f"}, title)
+
+
+OPS = ("add", "chain unfused", "chain fused", "matmul", "softmax", "any intensity")
+
+
+def op_cost(op: str, log2_n: int, dtype_bytes: int = 4) -> M.OpCost:
+    """The cost model of ``op`` at size n = 2**log2_n (matmul: n x n x n; softmax: n rows of 1024)."""
+    n = 2 ** log2_n
+    if op == "add":
+        return M.elementwise_add(n, dtype_bytes)
+    if op == "chain unfused":
+        return M.elementwise_chain(n, fused=False, dtype_bytes=dtype_bytes)
+    if op == "chain fused":
+        return M.elementwise_chain(n, fused=True, dtype_bytes=dtype_bytes)
+    if op == "matmul":
+        return M.matmul(n, n, n, dtype_bytes)
+    if op == "softmax":
+        return M.softmax(n, 1024, dtype_bytes)
+    raise ValueError(f"op must be one of {OPS[:-1]}, got {op!r}")
+
+
+def explorer_state(op: str, log2_n: int, log2_intensity: float, peak_flops: float, bandwidth: float) -> dict:
+    """Where the explorer's point sits: intensity (FLOP/B), attainable FLOP/s and the bound.
+
+    ``op == "any intensity"`` uses 2**log2_intensity directly; otherwise the op's model at n = 2**log2_n.
+    """
+    if op == "any intensity":
+        name, intensity = f"I = 2^{log2_intensity:g}", 2.0 ** log2_intensity
+    else:
+        cost = op_cost(op, log2_n)
+        name, intensity = cost.name, cost.intensity
+    return {"name": name, "intensity": intensity,
+            "attainable": M.attainable_flops(intensity, peak_flops, bandwidth),
+            "bound": M.bound(intensity, peak_flops, bandwidth)}
+
+
+def explorer_figure(op: str, log2_n: int, log2_intensity: float, peak_flops: float, bandwidth: float):
+    """The explorer's frame: the roof plus the chosen op's point (see ``explorer_state``)."""
+    s = explorer_state(op, log2_n, log2_intensity, peak_flops, bandwidth)
+    return roofline_figure(peak_flops, bandwidth, highlight=(s["name"], s["intensity"]),
+                           title=f"{s['name']}: {s['bound']}-bound")
+
+
+def explorer(peak_flops: float, bandwidth: float):
+    """Widget: op dropdown, size slider (log2 n) and intensity slider (for "any intensity")."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    def render(op, log2_n, log2_intensity):
+        return explorer_figure(op, log2_n, log2_intensity, peak_flops, bandwidth)
+
+    return controlled(render,
+                      op=W.Dropdown(options=OPS, value="matmul", description="op"),
+                      log2_n=W.IntSlider(value=6, min=1, max=14, description="log2 n"),
+                      log2_intensity=W.FloatSlider(value=0.0, min=-6.0, max=10.0, step=0.5,
+                                                   description="log2 I"))

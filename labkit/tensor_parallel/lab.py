@@ -7,6 +7,8 @@
     picture(exercise)                        a learner's function run on 2 ranks next to the unsplit layer
     conv_table(worlds), conv_channel_table   a convolution split by rows (halo exchange) and by channels
     conv_cost_table(...)                     bytes moved and weights held per rank, both splits, big layer
+    tp_widget(block, t), halo_player(...)    Play + slider over a Megatron block's steps (`megatron_steps`)
+                                             and over a halo exchange (`halo_frames`)
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
@@ -22,6 +24,7 @@ from labkit.model import GPT, TENSOR_PARALLEL_GPT, GPTConfig, batch
 from labkit.table import Table
 from labkit.tensor_parallel.activations import saved_bytes
 from labkit.tensor_parallel.comm import count_collectives
+from labkit.tensor_parallel.draw import halo_html, tp_frame
 from labkit.tensor_parallel.experts import ExpertParallelMoE, MoE, MoEConfig, all_to_all_bytes, moe_reference
 from labkit.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
 from labkit.tensor_parallel.parallelize import parallelize
@@ -295,10 +298,83 @@ def halo_picture(fn):
 
 
 def halo_player(H: int = 12, W: int = 6, world: int = 3, kernel: int = 3):
-    """Play + slider over `labkit.viz.conv.halo_frames`: the exchange, then the k x k window moving
-    down every rank's stripe at once."""
-    from labkit.viz.conv import halo_frames, halo_html
+    """Play + slider over `halo_frames`: the exchange, then the k x k window moving down every
+    rank's stripe at once (drawn by `labkit.tensor_parallel.draw.halo_html`)."""
     from labkit.viz.player import player
 
     frames = halo_frames(H, W, world, kernel)
     return player(lambda i: halo_html(frames[i]), len(frames), interval_ms=700)
+
+
+def megatron_steps(block: str = "mlp") -> list[dict]:
+    """The steps of a Megatron ``block`` ("mlp" or "attention"): each {"title", "layout":
+    {array: layout}, "collective": str or None, "active": [arrays the step touches]}."""
+    if block not in ("mlp", "attention"):
+        raise ValueError(f"megatron_steps: block must be 'mlp' or 'attention', got {block!r}")
+    w1, y, w2 = ("W1", "Y", "W2") if block == "mlp" else ("Wqkv", "heads", "Wo")
+    base = {"X": "replicated", w1: "cols" if block == "mlp" else "cols3", y: None, w2: "rows", "Z": None}
+    steps = [
+        ("forward: X is replicated; it enters through f (identity forward)", {}, None, ["X"]),
+        (f"forward: each rank multiplies by its share of {w1}'s output features (column-parallel): its "
+         + ("slice of the 4h features" if block == "mlp" else "heads' Q, K, V — nothing moves"),
+         {y: "cols"}, None, [w1, y]),
+        ("forward: " + ("GELU on each rank's slice, no communication" if block == "mlp" else
+                        "attention inside each rank's heads, no communication"), {y: "cols"}, None, [y]),
+        (f"forward: each rank multiplies its slice by its share of {w2}'s input features (row-parallel): "
+         "partial sums",
+         {y: "cols", "Z": "partial"}, None, [w2, "Z"]),
+        ("forward: g all-reduces the partial sums: every rank has the whole output",
+         {y: "cols", "Z": "replicated"}, "all-reduce (g) of b·s·h", ["Z"]),
+        ("backward: dZ is replicated; g's backward is the identity", {y: "cols", "Z": "replicated"}, None, ["Z"]),
+        (f"backward: each rank's d(slice) = dZ · (its share of {w2}); weight gradients stay local",
+         {y: "cols", "Z": "replicated"}, None, [w2, y]),
+        ("backward: each rank's dX is a partial sum; f's backward all-reduces it",
+         {y: "cols", "Z": "replicated", "X": "partial"}, None, ["X"]),
+        ("backward: after f's all-reduce every rank has the whole dX",
+         {y: "cols", "Z": "replicated", "X": "replicated"}, "all-reduce (f) of b·s·h", ["X"]),
+    ]
+    return [{"title": t, "layout": {**base, **extra}, "collective": c, "active": a} for t, extra, c, a in steps]
+
+
+def tp_widget(block: str = "mlp", t: int = 2):
+    """Play + slider over the steps of a Megatron ``block`` split over ``t`` ranks."""
+    from labkit.viz.player import player
+
+    steps = megatron_steps(block)
+    return player(lambda i: tp_frame(steps, i, t, block), len(steps), interval_ms=1200)
+
+
+def halo_frames(H: int, W: int, world: int, kernel: int) -> list[dict]:
+    """The frames of a halo exchange, then of the convolution (pure data; H divisible by world, odd
+    kernel): each rank's padded buffer as the global row each buffer row holds (None: zero padding
+    at the image's edge; "empty": a halo row not yet received), the rows of the k × k window of the
+    output row being computed, and the output rows done."""
+    if H % world or kernel % 2 == 0 or H // world < kernel // 2:
+        raise ValueError(f"halo_frames: need H ({H}) divisible by world ({world}), an odd kernel ({kernel}) "
+                         f"and stripes of at least kernel // 2 rows")
+    n, h = H // world, kernel // 2
+
+    def buffers(received: bool):
+        out = []
+        for r in range(world):
+            rows = []
+            for j in range(-h, n + h):
+                g = r * n + j
+                if 0 <= j < n:
+                    rows.append(g)
+                elif not 0 <= g < H:
+                    rows.append(None)                      # the image's edge: zero padding
+                else:
+                    rows.append(g if received else "empty")
+            out.append(rows)
+        return out
+
+    frames = [{"label": f"{world} ranks hold {n} rows each; a {kernel}x{kernel} conv needs {h} more row(s) "
+                        f"on each side", "buffers": buffers(False), "window": None, "done": 0, "W": W, "n": n,
+               "h": h, "world": world}]
+    frames.append({**frames[0], "label": "halo exchange: each rank sends its border rows to its neighbours",
+                   "buffers": buffers(True)})
+    for i in range(n):
+        frames.append({**frames[1], "label": f"every rank computes its output row {i} from buffer rows "
+                                             f"{i}..{i + 2 * h}", "window": (i, i + 2 * h), "done": i + 1})
+    return frames

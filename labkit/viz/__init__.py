@@ -1,5 +1,6 @@
-"""Drawing only: every function here turns already-computed state into a figure or HTML.
+"""Shared drawing pieces (core): `labkit.viz.player` (the one Play + slider / controls widget, over
+``frame(i) -> Figure or HTML`` functions) and `labkit.viz.svg` (inline-SVG cells and labels).
 
-Computation lives in the topic modules; widgets are thin wiring over
-``frame(state) -> figure/HTML`` functions (see `labkit.viz.player`).
+Each topic draws its own pictures in `labkit/<topic>/draw.py`, from finished data; the widgets that
+compute and then draw are in the topic's `lab.py`.
 """

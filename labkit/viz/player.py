@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import io
 import re
-import struct
 from typing import Callable, Union
 
 import matplotlib
@@ -42,12 +41,16 @@ def as_html(frame: Frame) -> str:
 
 
 def png_height(html: str) -> int:
-    """Pixel height of the tallest base64 PNG in ``html`` (0 if none): read from each PNG's header."""
+    """Pixel height of the tallest base64 PNG in ``html`` (0 if none), as Pillow reads it."""
+    from PIL import Image, UnidentifiedImageError
+
     best = 0
     for data in re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html):
-        head = base64.b64decode(data[:44] + "=" * (-len(data[:44]) % 4))
-        if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) >= 24:
-            best = max(best, struct.unpack(">I", head[20:24])[0])
+        try:
+            with Image.open(io.BytesIO(base64.b64decode(data))) as image:
+                best = max(best, image.height)
+        except (UnidentifiedImageError, ValueError):      # not a PNG after all: no height to keep
+            continue
     return best
 
 

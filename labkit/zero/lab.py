@@ -8,6 +8,7 @@
     fsdp_trace(world)                    FSDP's gathers and frees in order; bf16 halves the gathers
     fsdp2_placements(world)              how PyTorch's fully_shard lays out every parameter, 1-D ones too
     picture(exercise)                    a learner's function next to the lab's measurement
+    shards_widget(world)                 a stage menu and a moment slider over who holds which shard
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
@@ -25,7 +26,9 @@ from labkit.collectives.counting import count_collectives
 from labkit.dist import device, launch
 from labkit.model import DATA_PARALLEL_GPT, GPT, GPTConfig, batch, parameter_count
 from labkit.table import Table
+from labkit.zero import draw
 from labkit.zero.formulas import comm_bytes_per_step, model_state_bytes, reduction
+from labkit.zero.timeline import step_moments
 from labkit.zero.training import reference_params, train_rank
 
 GB = 1e9
@@ -335,3 +338,26 @@ def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab10_zero.py."""
     return {"model_state_bytes": state_bytes_picture, "zero1_step": zero1_picture,
             "fsdp_linear": fsdp_linear_picture}[exercise]
+
+
+def shards_frame(stage: int, world: int = 4, i: int = 0, units: int = 3):
+    """Moment ``i`` (clamped to the last) of one step at ``stage`` (`timeline.step_moments`), drawn
+    by `draw.shards_figure`; bytes in units of Ψ."""
+    moments = step_moments(stage, world, units, unit_numel=1.0 / units)
+    return draw.shards_figure(moments[min(i, len(moments) - 1)], stage, world, units)
+
+
+def moment_count(stage: int, world: int = 4, units: int = 3) -> int:
+    return len(step_moments(stage, world, units))
+
+
+def shards_widget(world: int = 4, units: int = 3):
+    """A stage menu and a moment slider over `shards_figure`."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    most = max(moment_count(s, world, units) for s in range(4))
+    return controlled(lambda stage, moment: shards_frame(stage, world, moment - 1, units),
+                      stage=W.Dropdown(options=[(draw.STAGE_NAMES[s], s) for s in range(4)], value=3, description="stage"),
+                      moment=W.IntSlider(value=1, min=1, max=most, description="moment"))

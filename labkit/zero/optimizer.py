@@ -48,6 +48,7 @@ from torch import nn
 
 from labkit.checks import check_int, check_same_on_ranks
 from labkit.data_parallel.buckets import assign_buckets, cap_bytes_of
+from labkit.optim import loss_from_closure
 from labkit.zero.comm import all_gather_flat, broadcast_from_rank0_, reduce_scatter_flat
 from labkit.zero.flat import FlatLayout
 
@@ -142,10 +143,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         """Reduce-scatter what is left, step the master shards, all-gather the parameters."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = loss_from_closure(closure)
         for b in self.buckets:
             # stage 1 reduces here; stage 2 only buckets that backward left incomplete (an unused
             # parameter) or never reached

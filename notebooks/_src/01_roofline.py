@@ -13,7 +13,7 @@
 #    most for serving and training large models.
 #
 # Code: `labkit.roofline.model` (formulas, pure Python), `labkit.roofline.measure` (timing with torch),
-# `labkit.roofline.lab` (the notebook's one-line tables and the check-your-work pictures), `labkit.viz.roofline`
+# `labkit.roofline.lab` (the notebook's one-line tables and the check-your-work pictures), `labkit.roofline.draw`
 # (plots and the widget); `show(...)` prints the code where it is taught. Whenever you see **Predict first**, write
 # your guess down before running the next cell.
 
@@ -28,7 +28,7 @@ from labkit.roofline import lab
 from labkit.roofline import measure as R
 from labkit.roofline import model as M
 from labkit.show import show
-from labkit.viz import roofline as V
+from labkit.roofline import draw as V
 
 DEVICE = R.default_device()
 # On a CPU shared with other work, two OpenMP threads on two busy cores wait for each other and timings become
@@ -530,9 +530,9 @@ claim("a 2048-token sequence is compute-bound; decoding 1 or 64 memory-bound",
 
 # %%
 print("matmul n=64 :", {k: (round(v, 4) if isinstance(v, float) else v)
-                         for k, v in V.explorer_state("matmul", 6, 0.0, 100e9, 10e9).items()
+                         for k, v in lab.explorer_state("matmul", 6, 0.0, 100e9, 10e9).items()
                          if k in ("intensity", "bound")}, "(on a 100 GFLOP/s, 10 GB/s machine)")
-V.explorer(PEAK, BW)
+lab.explorer(PEAK, BW)
 
 # %% [markdown]
 # ## 9. On a GPU

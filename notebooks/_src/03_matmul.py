@@ -231,7 +231,7 @@ check_your_work("lab03_matmul", "tiled", picture=lab.picture("tiled"))
 # shorter. The Play button and the slider step through the loop (run the cell first).
 
 # %%
-from labkit.viz.matmul import tiled_frames, tiled_player
+from labkit.matmul.lab import tiled_frames, tiled_player
 
 render, n_frames, formula = tiled_frames("cache", 7, 5, 8, b1=3, b2=3)
 print(f"{n_frames} steps; final counts {formula}")
@@ -422,7 +422,7 @@ from labkit.gpu_model import coalescing as Co
 from labkit.gpu_model import lab as gm
 from labkit.gpu_model import occupancy as Oc
 from labkit.gpu_model import warps as W
-from labkit.viz.gpu_model import segments_html, side_by_side, warp_slots_html
+from labkit.gpu_model.draw import segments_html, side_by_side, warp_slots_html
 
 
 def rows_of(table):

@@ -35,7 +35,7 @@ from labkit.kernels import add_kernel, lab
 from labkit.kernels.checks import interpreting
 from labkit.kernels.matmul import program_tile, tiled_traffic_elements
 from labkit.show import show
-from labkit.viz import kernels as V
+from labkit.kernels import draw as V
 from labkit.viz.player import figure_to_html, player
 
 GPU = torch.cuda.is_available() and not interpreting()   # compiled kernels, for the timing cells

@@ -38,7 +38,7 @@ from labkit.collectives import alpha_beta, lab
 from labkit.collectives.primitives import PRIMITIVES, primitive_states
 from labkit.grading.check import check_your_work
 from labkit.show import show
-from labkit.viz import collectives as V
+from labkit.collectives import draw as V
 from labkit.viz.player import player
 
 torch.manual_seed(0)

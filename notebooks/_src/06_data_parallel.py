@@ -42,7 +42,7 @@ from labkit.data_parallel.ssp import ssp_makespan, ssp_start_times
 from labkit.grading.check import check_your_work
 from labkit.model import GPT, GPTConfig, parameter_count
 from labkit.show import show
-from labkit.viz import data_parallel as V
+from labkit.data_parallel import draw as V
 from labkit.viz.player import figure_to_html
 
 print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
@@ -195,7 +195,7 @@ measured = lab.measure_overlap(cfg, batch_per_rank=8, cap_mb=1.0)
 ot = lab.overlap_table(measured)
 print(ot)
 for name, v in measured.variants.items():
-    real = V.measured_overlap(v.events, v.fwd, v.bwd)
+    real = lab.measured_overlap(v.events, v.fwd, v.bwd)
     display(HTML(figure_to_html(V.overlap_figure(real, f"measured, {name}:"))))
 vv = measured.variants
 claim("bucketing sends 4 all-reduces where the other two send 52",
@@ -263,7 +263,7 @@ claim("at a quarter of T_bwd, most of it hides (exposed < half of T_comm)",
 # bucket cap: small caps pay α many times, one huge bucket cannot start before backward ends.
 
 # %%
-V.overlap_widget(measured.ready, measured.nbytes, 2, alpha, beta, measured.fwd)
+lab.overlap_widget(measured.ready, measured.nbytes, 2, alpha, beta, measured.fwd)
 
 # %% [markdown]
 # `benchmarks/data_parallel.py` times our bucketed DDP against PyTorch's `DistributedDataParallel`
@@ -405,7 +405,7 @@ ends = {s_: ssp_makespan(moving, s_) for s_ in (0, 1, 2, None)}
 print("finish times: BSP", ends[0], "| SSP s=1", ends[1], "| SSP s=2", ends[2], "| ASP", ends[None])
 claim("BSP ends at 27, SSP(1) at 16, SSP(2) at 15 — as soon as ASP",
       (ends[0], ends[1], ends[2], ends[None]) == (27, 16, 15, 15))
-V.ssp_widget(moving)
+lab.ssp_widget(moving)
 
 # %% [markdown]
 # BSP finishes at 27: every clock waits for whoever is slow. With s = 1 the slow iterations mostly

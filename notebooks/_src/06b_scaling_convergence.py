@@ -25,7 +25,7 @@ from labkit.claims import claim, claim_between, claim_close
 from labkit.data_parallel import lab
 from labkit.grading.check import check_your_work
 from labkit.model import GPTConfig
-from labkit.viz import data_parallel as V
+from labkit.data_parallel import draw as V
 from labkit.viz.player import figure_to_html
 
 cfg = GPTConfig(layers=4, hidden=128, heads=4, seq_len=64, vocab=256)   # Lab 06's timing model
@@ -194,7 +194,7 @@ display(HTML(figure_to_html(V.convergence_figure({label: r for (lr, label), r in
 # Move the rule and the learning rate here:
 
 # %%
-V.convergence_widget(stale_runs)
+lab.convergence_widget(stale_runs)
 
 # %% [markdown]
 # **What the theory promises.** Ho et al. (2013) proved that SSP converges for convex losses: with

@@ -36,7 +36,6 @@ from labkit.grading.check import check_your_work
 from labkit.show import show
 from labkit.tensor_parallel import ColumnParallelLinear, RowParallelLinear, lab
 from labkit.tensor_parallel.comm import _CopyToTP, _ReduceFromTP
-from labkit.viz import tensor_parallel as V
 
 print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 
@@ -102,7 +101,7 @@ show(RowParallelLinear.forward)
 # ranks, grey is replicated, hatched cards are partial sums):
 
 # %%
-V.tp_widget("mlp", t=2)
+lab.tp_widget("mlp", t=2)
 
 # %% [markdown]
 # Why not the other way round, row-parallel first? Then rank i multiplies its slice of the input
@@ -158,7 +157,7 @@ claim("per rank a ring all-reduce sends twice what an all-gather of the same ten
 # until the output projection, which is row-parallel:
 
 # %%
-V.tp_widget("attention", t=2)
+lab.tp_widget("attention", t=2)
 
 # %% [markdown]
 # ## 3. A whole model, and its communication counted

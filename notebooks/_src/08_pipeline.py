@@ -40,7 +40,7 @@ from labkit.pipeline.executor import MLPConfig, run_pipeline
 from labkit.pipeline.schedules import _one_f_one_b
 from labkit.pipeline.torch_ref import torch_executed_order, torch_pipeline_order, torch_step
 from labkit.show import show
-from labkit.viz import pipeline as V
+from labkit.pipeline import draw as V
 from labkit.viz.player import figure_to_html
 
 print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
@@ -503,7 +503,7 @@ for kind in ("gpipe", "1f1b"):
 # interleaved with v = 1 vs 1F1B (same time, more memory); an imbalance of 1 (everyone waits).
 
 # %%
-V.pipeline_widget()
+lab.pipeline_widget()
 
 # %% [markdown]
 # ## 8. Four more designs: Chimera, DualPipe, TeraPipe, asynchronous pipelines

@@ -41,7 +41,6 @@ from labkit.memory.estimate import activation_bytes_per_layer, gpt_layer_saved_b
 from labkit.memory.tracker import MemoryTracker
 from labkit.model import GPTConfig
 from labkit.show import show
-from labkit.viz import memory as V
 
 print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 

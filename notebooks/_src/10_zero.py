@@ -34,7 +34,6 @@ from labkit.show import show
 from labkit.table import Table
 from labkit.zero import FSDP, ShardedOptimizer, lab
 from labkit.zero.formulas import comm_bytes_per_step, model_state_bytes
-from labkit.viz import zero as V
 
 print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 
@@ -77,7 +76,7 @@ claim("on 8 ranks stages 1 and 2 save 2.9x and 4.3x, not 4x and 8x", (round(less
 # them in reverse, and the optimizer step.
 
 # %%
-V.shards_widget(world=4, units=3)
+lab.shards_widget(world=4, units=3)
 
 # %% [markdown]
 # What to look for:

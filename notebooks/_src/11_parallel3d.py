@@ -43,7 +43,7 @@ from labkit.planner.cost import selene
 from labkit.planner.device import A100_80GB, waves
 from labkit.planner.published import MEGATRON_2021_TABLE1
 from labkit.show import show
-from labkit.viz import parallel3d as V
+from labkit.parallel3d import draw as V
 from labkit.viz.player import figure_to_html
 
 print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
@@ -68,7 +68,8 @@ print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 # %%
 from IPython.display import HTML, display
 
-display(HTML(figure_to_html(V.cluster_figure(2, 2, 2, 4, "tp")) + figure_to_html(V.cluster_figure(2, 2, 2, 4, "dp"))))
+display(HTML(figure_to_html(grid_lab.cluster_figure(2, 2, 2, 4, "tp"))
+             + figure_to_html(grid_lab.cluster_figure(2, 2, 2, 4, "dp"))))
 show(G.build_grid)
 
 # %% [markdown]
@@ -278,7 +279,7 @@ check_your_work("lab11_parallel3d", "fits_in_memory", picture=lab.picture("fits_
 # "pp" or "dp" to see where those groups lie.
 
 # %%
-V.plan_widget()
+lab.plan_widget()
 
 # %% [markdown]
 # **Predict first:** how many candidate plans for a 1T-parameter model on 4096 GPUs, and how long

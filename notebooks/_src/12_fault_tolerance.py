@@ -33,7 +33,6 @@ from labkit.checkpoint import abft, dcp_measure, domino, interval, io, lab, voti
 from labkit.claims import claim, claim_between, claim_close
 from labkit.grading.check import check_your_work
 from labkit.show import show
-from labkit.viz import checkpoint as V
 
 print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 
@@ -373,7 +372,7 @@ claim_between("... and costs almost 3 % more wall time", col["Young +%"][2], 2.5
 # MTBF and watch the waste.
 
 # %%
-V.job_timeline_widget()
+lab.job_timeline_widget()
 
 # %% [markdown]
 # ### Exercises 3 and 4: `young_interval`, `simulate_wall_time`
@@ -595,7 +594,7 @@ print("restore (slowest rank):", ", ".join(f"{k} {1e3 * max(tier_times[k]):.0f} 
 # Where each rank's copy goes matters: pick a failure and a node.
 
 # %%
-V.tiers_widget(hierarchical.peer_ranks(8, 2), 2)
+lab.tiers_widget(hierarchical.peer_ranks(8, 2), 2)
 
 # %% [markdown]
 # ### Exercise 6: `peer_ranks`

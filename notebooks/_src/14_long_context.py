@@ -33,7 +33,6 @@ from labkit.context_parallel import formulas, lab
 from labkit.context_parallel.ring import _RingAttention
 from labkit.grading.check import check_your_work
 from labkit.show import show
-from labkit.viz import context_parallel as V
 
 print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 
@@ -109,7 +108,7 @@ check_your_work("lab14_long_context", "softmax_step", picture=lab.picture("softm
 # zig-zag chunks (section 4).
 
 # %%
-V.ring_player(world=4, seq=16)
+lab.ring_player(world=4, seq=16)
 
 # %% [markdown]
 # The forward pass. `forward_block` runs the online softmax over the tiles of one block; the

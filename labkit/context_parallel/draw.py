@@ -1,18 +1,16 @@
-"""Drawings for Lab 14: ring attention's blocks, step by step.
+"""Lab 14's drawing: ring attention's blocks, step by step.
 
 ``ring_figure(schedule, i)`` draws step i of a `labkit.context_parallel.schedule.ring_schedule`
 as the S × S matrix of attention scores (queries down, keys across): the tiles each rank
 computes in this step in its colour, those it computed in earlier steps pale, tiles the causal
 mask lets it skip hatched, and — above — which key/value block each rank holds now and where it
-goes next. ``ring_player(world, seq)`` plays the steps of a causal ring with contiguous chunks,
-then with zig-zag chunks, and says how many score entries each rank has computed so far.
+goes next. `labkit.context_parallel.lab.ring_player(world, seq)` schedules a causal ring with
+contiguous chunks, then with zig-zag chunks, and plays the steps.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle
-
-from labkit.context_parallel.schedule import ring_schedule
 
 RANK_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d"]
 PALE = 0.25
@@ -69,21 +67,3 @@ def ring_figure(schedule: list, i: int, title: str = ""):
                  f"(dark)\nscore entries computed so far per rank — {work}", fontsize=8, loc="left")
     fig.tight_layout()
     return fig
-
-
-def ring_frames(world: int = 4, seq: int = 16, causal: bool = True) -> list[tuple[str, list]]:
-    """The animation's frames: (title, schedule) per frame — the contiguous ring's steps, then the
-    zig-zag ring's."""
-    out = []
-    for layout in ("contiguous", "zigzag"):
-        sched = ring_schedule(world, seq, causal, layout)
-        out += [(f"{layout}, {'causal' if causal else 'full'}: ", sched)] * len(sched)
-    return out
-
-
-def ring_player(world: int = 4, seq: int = 16, causal: bool = True):
-    """Play + slider over `ring_frames` (N steps contiguous, then N steps zig-zag)."""
-    from labkit.viz.player import player
-
-    frames = ring_frames(world, seq, causal)
-    return player(lambda i: ring_figure(frames[i][1], i % world, frames[i][0]), len(frames), interval_ms=1200)

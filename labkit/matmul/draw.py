@@ -1,20 +1,19 @@
-"""Drawing for Lab 03: one step of a tiled matmul loop as an SVG grid plus counters.
+"""Lab 03's drawing: one step of a tiled matmul loop as an SVG grid plus counters.
 
 `step_html(steps, i, M, K, N, formula)` is a pure function of its arguments: it
 draws A (M x K, bottom left), B (K x N, top right) and C (M x N, bottom right)
 cell by cell, marks the tiles resident at step i (A blue, B orange, C tile
 green; C tiles already finished pale green) and prints the running counters of
-step i next to the closed-form totals. `tiled_player` wires it to the course's
-Play + slider widget. The steps come from `labkit.matmul.traffic.trace`, i.e.
-from the counted loop itself.
+step i next to the closed-form totals. With ``learner=True`` it adds a learner's
+counts in a "yours" column and the C cells their function got wrong in red.
 
-`learner_html(kind, M, K, N, yours, wrong, **tiles)` draws the loop's last step with a
-learner's counts in an extra "yours" column and the C cells their function got wrong in red
-(the "check your work" picture; `labkit.matmul.lab` computes what goes in).
+The steps come from `labkit.matmul.traffic.trace` (the counted loop itself);
+`labkit.matmul.lab` traces them (`tiled_frames`, `learner_html`) and wires the
+Play + slider widget (`tiled_player`).
 """
 from __future__ import annotations
 
-from labkit.matmul.traffic import Step, Traffic, cache_tiled_formula, register_tiled_formula, trace
+from labkit.matmul.traffic import Step, Traffic
 
 CELL = 16
 COLORS = {"A": "#6baed6", "B": "#fd8d3c", "C": "#74c476", "done": "#e5f5e0", "grid": "#bbbbbb",
@@ -75,42 +74,3 @@ def step_html(steps: list[Step], i: int, M: int, K: int, N: int, formula: Traffi
     head = f"<b>{title}</b><br>" if title else ""
     return (f"<div>{head}step {i + 1} / {len(steps)}: loaded {loaded}<br>"
             f"<div style='display:flex;gap:24px;align-items:flex-start'>{''.join(parts)}{table}</div></div>")
-
-
-def tiled_frames(kind: str, M: int, K: int, N: int, **tiles):
-    """(render, n_frames, formula) for the "cache" or "register" loop: render(i) -> HTML of step i."""
-    steps = trace(kind, M, K, N, **tiles)
-    if kind == "cache":
-        formula = cache_tiled_formula(M, K, N, tiles["b1"], tiles["b2"])
-        title = f"cache tiling b1={tiles['b1']}, b2={tiles['b2']}: A {M}*{K}, B ceil({M}/{tiles['b1']})*{K}*{N}"
-    else:
-        formula = register_tiled_formula(M, K, N, tiles["v1"], tiles["v2"], tiles.get("v3", 1))
-        title = (f"register tiling v1={tiles['v1']}, v2={tiles['v2']}, v3={tiles.get('v3', 1)}: "
-                 f"A {M}*{K}*ceil({N}/{tiles['v2']}), B ceil({M}/{tiles['v1']})*{K}*{N}")
-
-    def render(i: int) -> str:
-        return step_html(steps, i, M, K, N, formula, title)
-
-    return render, len(steps), formula
-
-
-def learner_html(kind: str, M: int, K: int, N: int, yours: Traffic | None, wrong=(), **tiles) -> str:
-    """The last step of the "cache" or "register" loop, with a learner's counts and wrong C cells.
-
-    ``yours``: the Traffic their function returned (None if it returned something else);
-    ``wrong``: the (row, col) cells of their C that differ from A @ B (drawn red).
-    """
-    steps = trace(kind, M, K, N, **tiles)
-    _, n, formula = tiled_frames(kind, M, K, N, **tiles)
-    level = {"cache": "DRAM -> L1", "register": "L1 -> registers"}[kind]
-    title = (f"your loop on {M}x{K}x{N}, " + ", ".join(f"{k}={v}" for k, v in tiles.items())
-             + f" ({level} counts): {len(set(map(tuple, wrong)))} wrong C cells (red)")
-    return step_html(steps, n - 1, M, K, N, formula, title, yours=yours, wrong=wrong, learner=True)
-
-
-def tiled_player(kind: str, M: int, K: int, N: int, interval_ms: int = 700, **tiles):
-    """Play + slider widget stepping through the tiled loop (see `tiled_frames`)."""
-    from labkit.viz.player import player
-
-    render, n, _ = tiled_frames(kind, M, K, N, **tiles)
-    return player(render, n, interval_ms=interval_ms)

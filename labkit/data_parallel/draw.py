@@ -1,9 +1,10 @@
-"""Drawings for Lab 06: a DDP step's backward and bucket all-reduces, and parameter-server timelines.
+"""Lab 06's drawings: a DDP step's backward and bucket all-reduces, parameter-server timelines,
+convergence of parallel SGD. Each takes finished data; `labkit.data_parallel.lab` computes it
+(simulated overlap, SSP start times) and wires the widgets.
 
-``overlap_figure(result)`` draws an `OverlapResult` (simulated) or the events a real step recorded;
-``overlap_widget(...)`` puts a bucket-cap slider over the simulator; ``ssp_figure`` draws the
-workers' iterations under ASP / SSP(s) / BSP with the staleness histogram; ``ssp_widget`` puts a
-staleness slider over it; ``ps_figure`` draws real parameter-server runs (loss and staleness).
+``overlap_figure(result)`` draws an `OverlapResult` (simulated, or a real step's events);
+``ssp_figure`` draws the workers' iterations under ASP / SSP(s) / BSP with the staleness histogram;
+``ps_figure`` draws real parameter-server runs (loss and staleness).
 """
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from collections import Counter
 
 import matplotlib.pyplot as plt
 
-from labkit.data_parallel.overlap import OverlapResult, simulate_overlap
-from labkit.data_parallel.ssp import ssp_start_times, ssp_staleness
+from labkit.data_parallel.overlap import OverlapResult
 
 _COMPUTE, _COMM, _FWD = "#4c78a8", "#f58518", "#9ecae9"
 _STRIPES = ["#f58518", "#e45756"]
@@ -40,38 +40,7 @@ def overlap_figure(result: OverlapResult, title: str = "", ms: bool = True):
     return fig
 
 
-def measured_overlap(events, t_fwd: float, t_bwd: float) -> OverlapResult:
-    """A real step's CommEvents (as `step_timing.StepTimes.events`: (bucket, bytes, ready, start,
-    end) in seconds from backward's start) as an OverlapResult, to draw like the simulator's."""
-    from labkit.data_parallel.overlap import BucketSpan
-
-    spans = tuple(BucketSpan(b, (), n, r, s, e) for b, n, r, s, e in sorted(events, key=lambda e: e[3]))
-    end = max([t_bwd] + [s.end for s in spans])
-    return OverlapResult(spans, t_fwd, t_bwd, t_fwd + end, end - t_bwd)
-
-
-def overlap_frame(ready_s, nbytes, world, alpha, beta, t_fwd, cap_kib: float):
-    """The widget's pure render: the simulated step for a bucket cap of ``cap_kib`` KiB (0 = one
-    bucket per parameter)."""
-    cap = None if cap_kib == 0 else cap_kib * 1024
-    r = simulate_overlap(ready_s, nbytes, cap, world, alpha, beta, t_fwd)
-    label = "per-parameter" if cap is None else f"cap {cap_kib:g} KiB"
-    return overlap_figure(r, f"{label}: {len(r.spans)} all-reduces,")
-
-
-def overlap_widget(ready_s, nbytes, world, alpha, beta, t_fwd, caps_kib=(0, 16, 64, 256, 1024, 4096, 16384)):
-    """Slider over bucket caps (KiB) driving `overlap_frame`."""
-    import ipywidgets as W
-
-    from labkit.viz.player import controlled
-
-    return controlled(lambda cap_kib: overlap_frame(ready_s, nbytes, world, alpha, beta, t_fwd, cap_kib),
-                      cap_kib=W.SelectionSlider(options=list(caps_kib), value=caps_kib[3],
-                                                description="bucket cap (KiB, 0 = per parameter)"))
-
-
-def _gantt(ax, durations, staleness, title, start_times=ssp_start_times):
-    start = start_times(durations, staleness)
+def _gantt(ax, durations, start, title):
     for k, row in enumerate(durations):
         for c, d in enumerate(row):
             ax.barh(k, d, left=start[k][c], color=_STRIPES[c % 2] if k else _COMPUTE, edgecolor="white")
@@ -81,29 +50,20 @@ def _gantt(ax, durations, staleness, title, start_times=ssp_start_times):
     ax.set_title(f"{title}: done at {span:g}", fontsize=8, loc="left")
 
 
-def ssp_figure(durations, staleness: int, start_times=ssp_start_times):
-    """ASP, SSP(staleness) and BSP timelines of the same workers (start times from ``start_times``,
-    labkit's clock rule unless a learner's is given), and SSP's staleness histogram."""
+def ssp_figure(durations, starts: dict, staleness: int, read_staleness):
+    """The same workers' iterations (``durations[worker][clock]``) under each rule of ``starts``
+    ({"ASP": start times, f"SSP s={staleness}": ..., "BSP": ...}, as `ssp.ssp_start_times`), and a
+    histogram of SSP's ``read_staleness`` (updates between each read and its apply)."""
     fig, axes = plt.subplots(1, 4, figsize=(12, 2.4), gridspec_kw={"width_ratios": [3, 3, 3, 2]})
-    for ax, (s, name) in zip(axes, [(None, "ASP"), (staleness, f"SSP s={staleness}"), (0, "BSP")]):
-        _gantt(ax, durations, s, name, start_times)
+    for ax, (name, start) in zip(axes, starts.items()):
+        _gantt(ax, durations, start, name)
         ax.set_xlabel("time", fontsize=7)
-    hist = Counter(ssp_staleness(durations, staleness))
+    hist = Counter(read_staleness)
     axes[3].bar(list(hist), list(hist.values()), color=_COMM)
     axes[3].set_title(f"SSP s={staleness}: staleness", fontsize=8, loc="left")
     axes[3].set_xlabel("updates between read and apply", fontsize=7)
     fig.tight_layout()
     return fig
-
-
-def ssp_widget(durations, max_staleness: int = 6):
-    """Staleness slider over `ssp_figure`."""
-    import ipywidgets as W
-
-    from labkit.viz.player import controlled
-
-    return controlled(lambda s: ssp_figure(durations, s),
-                      s=W.IntSlider(value=1, min=0, max=max_staleness, description="SSP staleness bound s"))
 
 
 def ps_figure(results: dict):
@@ -150,24 +110,6 @@ def convergence_figure(runs: dict, highlight: str | None = None, title: str = ""
         fig.suptitle(title, fontsize=9, x=0.01, ha="left")
     fig.tight_layout()
     return fig
-
-
-def convergence_widget(runs: dict):
-    """Runs {(lr, label): Run}: a learning-rate dropdown and a rule slider over
-    `convergence_figure` (the chosen rule in colour, the others of that learning rate in grey)."""
-    import ipywidgets as W
-
-    from labkit.viz.player import controlled
-
-    lrs = sorted({lr for lr, _ in runs})
-    labels = list(dict.fromkeys(label for _, label in runs))
-
-    def frame(lr, rule):
-        mine = {label: r for (l, label), r in runs.items() if l == lr}
-        return convergence_figure(mine, rule, f"lr {lr} per gradient: {rule}")
-
-    return controlled(frame, lr=W.Dropdown(options=lrs, value=lrs[0], description="learning rate"),
-                      rule=W.SelectionSlider(options=labels, value=labels[0], description="rule"))
 
 
 def batch_size_figure(batches, steps, lrs, s_min: float, b_simple: float, lr_limit: float):

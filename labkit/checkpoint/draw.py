@@ -1,42 +1,44 @@
-"""Drawings for Lab 12: a job's life under failures, and how a recovery line is found.
+"""Lab 12's drawings: a job's life under failures, how a recovery line is found, and where each
+rank's in-memory copy is kept. Each takes finished data; `labkit.checkpoint.lab` computes it
+(`job_timeline_frame` simulates a run, `recovery_line_frame` finds the cut, `tiers_frame` the
+tiers) and wires the widgets.
 
-``job_timeline_frame(...)`` draws one seeded run of `labkit.checkpoint.interval.simulate_timeline`:
+``job_timeline_figure(tl, expected, ...)`` draws one run (`labkit.checkpoint.interval.JobTimeline`):
 a bar of useful work, checkpoints, lost work and restarts with the failures marked, over a plot of
 the job's progress (it falls back to the last checkpoint at each failure); the title carries the
-run's wall time and waste and the Young/Daly intervals. ``job_timeline_widget()`` puts sliders for
-the interval and the MTBF over it. ``recovery_line_frame(...)`` draws a message trace as a
-space-time diagram (a line per process, checkpoints as bars, messages as arrows) with the
-recovery line after a number of forced rollbacks, orphans in red; ``recovery_player(...)`` steps
-through the rollbacks.
+run's wall time and waste and the Young/Daly intervals. ``recovery_line_figure(...)`` draws a
+message trace as a space-time diagram (a line per process, checkpoints as bars, messages as
+arrows) with a cut, lost work shaded and orphans in red. ``tiers_figure(...)`` draws nodes, ranks
+and the arrows to their peers.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from labkit.checkpoint.domino import orphans, recovery_line
-from labkit.checkpoint.interval import (HOUR_S, daly_interval, expected_wall_time, simulate_timeline,
-                                        young_interval)
+from labkit.checkpoint.interval import HOUR_S
 
 COLORS = {"work": "#4c78a8", "checkpoint": "#54a24b", "lost": "#e45756", "restart": "#f58518"}
-MAX_DRAWN_FAILURES = 2000          # beyond this many expected failures a frame shows a note instead
 LABELS = {"work": "useful work", "checkpoint": "checkpoint", "lost": "lost work", "restart": "restart"}
 
 
-def job_timeline_frame(interval_s: float, mtbf_s: float, checkpoint_s: float = 300.0, restart_s: float = 600.0,
-                       work_s: float = 24 * HOUR_S, seed: int = 0):
-    """One seeded run of the job (all arguments in seconds) as a Figure: the timeline bar (hours)
-    and the saved/in-progress work against wall time. When more than ``MAX_DRAWN_FAILURES``
-    failures are expected, a one-line note with the closed-form wall time instead."""
-    expected = expected_wall_time(work_s, interval_s, checkpoint_s, restart_s, mtbf_s)
+def too_many_failures_figure(interval_s: float, mtbf_s: float, work_s: float, expected):
+    """A one-line note instead of a run (seconds in; ``expected``: an `interval.ExpectedWallTime`):
+    the closed-form wall time when too many failures are expected to draw them."""
     h = 1.0 / HOUR_S
-    if expected.failures > MAX_DRAWN_FAILURES:      # a run would take too long to simulate and to see
-        fig, ax = plt.subplots(figsize=(9, 1.2))
-        ax.axis("off")
-        ax.text(0, 0.5, f"τ = {interval_s / 60:.0f} min, MTBF {mtbf_s * h:.1f} h: about {expected.failures:.3g} "
-                f"failures expected (wall time {expected.wall_s * h:.3g} h for {work_s * h:.3g} h of work);\n"
-                f"the job hardly progresses. Shorten the interval or raise the MTBF.", fontsize=9, va="center")
-        return fig
-    tl = simulate_timeline(work_s, interval_s, checkpoint_s, restart_s, mtbf_s, seed=seed)
+    fig, ax = plt.subplots(figsize=(9, 1.2))
+    ax.axis("off")
+    ax.text(0, 0.5, f"τ = {interval_s / 60:.0f} min, MTBF {mtbf_s * h:.1f} h: about {expected.failures:.3g} "
+            f"failures expected (wall time {expected.wall_s * h:.3g} h for {work_s * h:.3g} h of work);\n"
+            f"the job hardly progresses. Shorten the interval or raise the MTBF.", fontsize=9, va="center")
+    return fig
+
+
+def job_timeline_figure(tl, expected, interval_s: float, mtbf_s: float, checkpoint_s: float, restart_s: float,
+                        work_s: float, young_s: float, daly_s: float):
+    """One run ``tl`` of the job (all arguments in seconds) as a Figure: the timeline bar (hours)
+    and the saved/in-progress work against wall time; the title compares it with ``expected`` and
+    names the Young and Daly intervals."""
+    h = 1.0 / HOUR_S
     fig, (bar, prog) = plt.subplots(2, 1, figsize=(9, 3.6), sharex=True, gridspec_kw={"height_ratios": [1, 3]})
     for kind, color in COLORS.items():              # one collection per kind: fast for thousands of events
         spans = [(ev.start_s * h, (ev.end_s - ev.start_s) * h) for ev in tl.events if ev.kind == kind]
@@ -70,7 +72,7 @@ def job_timeline_frame(interval_s: float, mtbf_s: float, checkpoint_s: float = 3
     prog.set_xlabel("wall time (h)")
     prog.set_ylabel("work (h)")
     prog.legend(loc="upper left", fontsize=7, frameon=False)
-    young, daly = young_interval(checkpoint_s, mtbf_s), daly_interval(checkpoint_s, mtbf_s)
+    young, daly = young_s, daly_s
     fig.suptitle(f"τ = {interval_s / 60:.0f} min, MTBF {mtbf_s * h:.1f} h: this run {tl.wall_s * h:.1f} h, "
                  f"waste {100 * tl.waste_fraction:.0f} %, {tl.failures} failures "
                  f"(expected {expected.wall_s * h:.1f} h, {100 * expected.waste_fraction:.0f} %)\n"
@@ -80,31 +82,12 @@ def job_timeline_frame(interval_s: float, mtbf_s: float, checkpoint_s: float = 3
     return fig
 
 
-def job_timeline_widget(checkpoint_s: float = 300.0, restart_s: float = 600.0, work_s: float = 24 * HOUR_S,
-                        seed: int = 0):
-    """Sliders: the checkpoint interval (minutes) and the MTBF (hours) over `job_timeline_frame`."""
-    import ipywidgets as W
-
-    from labkit.viz.player import controlled
-
-    return controlled(lambda interval_min, mtbf_h: job_timeline_frame(interval_min * 60, mtbf_h * HOUR_S, checkpoint_s,
-                                                                      restart_s, work_s, seed),
-                      interval_min=W.IntSlider(value=60, min=5, max=360, step=5, description="interval τ (min)"),
-                      mtbf_h=W.FloatSlider(value=6.0, min=0.5, max=48.0, step=0.5, description="MTBF (h)"))
-
-
-def recovery_line_frame(messages, checkpoints, failed_process: int, failure_s: float, steps: int | None = None,
-                        title: str = ""):
-    """Space-time diagram of a trace (seconds), with the cut after the first ``steps`` rollbacks
-    (all of them if None): the cut as a dashed line, lost work shaded, orphans of that cut in red."""
-    line = recovery_line(messages, checkpoints, failed_process, failure_s)
+def recovery_line_figure(live, checkpoints, failed_process: int, failure_s: float, cut, bad, rollbacks: int,
+                         title: str = ""):
+    """Space-time diagram of a trace (seconds): the messages sent before the failure (``live``),
+    each process's checkpoints, the ``cut`` (a time per process) reached after ``rollbacks``
+    rollbacks as a dashed line, lost work shaded, and the orphans ``bad`` of that cut in red."""
     n = len(checkpoints)
-    done = line.steps if steps is None else line.steps[:max(1, steps)]
-    cut = [failure_s] * n
-    for s in done:
-        cut[s.process] = s.to_s
-    live = [m for m in messages if m.send_s < failure_s]
-    bad = set(orphans(live, cut))
     fig, ax = plt.subplots(figsize=(8, 0.8 + 0.7 * n))
     for p in range(n):
         ax.plot([0, failure_s], [p, p], color="black", lw=1)
@@ -122,36 +105,24 @@ def recovery_line_frame(messages, checkpoints, failed_process: int, failure_s: f
     ax.set_xlim(-0.3, failure_s + 0.3)
     ax.set_xlabel("time (s)")
     state = "consistent: a recovery line" if not bad else f"{len(bad)} orphan message(s), in red"
-    ax.set_title(f"{title + ': ' if title else ''}after {len(done)} rollback(s), lost "
+    ax.set_title(f"{title + ': ' if title else ''}after {rollbacks} rollback(s), lost "
                  f"{sum(failure_s - c for c in cut):g} s; {state}", fontsize=9, loc="left")
     fig.tight_layout()
     return fig
 
 
-def recovery_player(messages, checkpoints, failed_process: int, failure_s: float, title: str = ""):
-    """Play through the rollbacks of `recovery_line`, one frame per rollback."""
-    from labkit.viz.player import player
-
-    line = recovery_line(messages, checkpoints, failed_process, failure_s)
-    return player(lambda i: recovery_line_frame(messages, checkpoints, failed_process, failure_s, i + 1, title),
-                  len(line.steps), description="rollback")
-
-
 TIER_COLORS = {"memory": "#54a24b", "peer": "#f58518", "disk": "#4c78a8"}
 
 
-def tiers_figure(peers, per_node: int, failure: str | None = None, node: int = 0):
+def tiers_figure(peers, per_node: int, tiers=None, failure: str | None = None, node: int = 0):
     """Nodes as boxes, ranks as circles, an arrow from each rank to the rank that keeps its
     in-memory copy (red when it stays on its own node). With ``failure`` ("process", "node" or
     "job", on ``node``): the lost nodes' memory shaded, and each rank coloured by the tier it
-    recovers from (`hierarchical.recovery_tiers`)."""
+    recovers from (``tiers``: rank -> "memory", "peer" or "disk", as `hierarchical.recovery_tiers`)."""
     from matplotlib.patches import FancyArrowPatch, Rectangle
-
-    from labkit.checkpoint.hierarchical import recovery_tiers
 
     world = len(peers)
     nodes = world // per_node
-    tiers = recovery_tiers(peers, per_node, failure, node) if failure else None
     lost = set() if failure in (None, "process") else ({node} if failure == "node" else set(range(nodes)))
     fig, ax = plt.subplots(figsize=(min(2.2 * nodes + 1, 11), 2.6))
     xy = {}
@@ -192,15 +163,3 @@ def tiers_figure(peers, per_node: int, failure: str | None = None, node: int = 0
     ax.set_title(title, fontsize=8, loc="left")
     fig.tight_layout()
     return fig
-
-
-def tiers_widget(peers, per_node: int):
-    """A failure-kind dropdown and a node slider over `tiers_figure`."""
-    import ipywidgets as W
-
-    from labkit.viz.player import controlled
-
-    nodes = len(peers) // per_node
-    return controlled(lambda failure, node: tiers_figure(peers, per_node, failure, node),
-                      failure=W.Dropdown(options=["process", "node", "job"], value="node", description="failure"),
-                      node=W.IntSlider(value=0, min=0, max=nodes - 1, description="node"))

@@ -1,28 +1,27 @@
-"""Drawings for Lab 10: which shards of the model states each rank holds, moment by moment.
+"""Lab 10's drawing: which shards of the model states each rank holds, moment by moment.
 
-``shards_figure(stage, world, i)`` draws moment ``i`` of `labkit.zero.timeline.step_moments`: one
-row per rank; for each state (parameters, gradients, optimizer states) the units side by side,
+``shards_figure(moment, stage, world, units)`` draws one `labkit.zero.timeline.Moment` of a step:
+one row per rank; for each state (parameters, gradients, optimizer states) the units side by side,
 each cut into N shard cells — dark where the rank holds its own shard, light where it holds the
 others' too (a whole unit), empty where it holds nothing — with the bytes the rank holds and has
-sent so far. ``shards_widget`` puts a stage menu and a moment slider over it.
+sent so far. `labkit.zero.lab` computes the moments (`shards_frame`) and wires the widget
+(`shards_widget`).
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-from labkit.zero.timeline import NONE, SHARD, STATES, WHOLE, step_moments
+from labkit.zero.timeline import NONE, STATES, WHOLE
 
 COLOURS = {"parameters": "#4c78a8", "gradients": "#f58518", "optimizer": "#54a24b"}
 LIGHT = {"parameters": "#aec7e8", "gradients": "#ffbb78", "optimizer": "#98df8a"}
 STAGE_NAMES = {0: "stage 0 (DDP)", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3 / FSDP"}
 
 
-def shards_figure(stage: int, world: int = 4, i: int = 0, units: int = 3):
-    """Moment ``i`` (clamped to the last) of one step at ``stage``; bytes in units of Ψ (mixed
-    precision: 2 + 2 + 12 bytes per parameter)."""
-    moments = step_moments(stage, world, units, unit_numel=1.0 / units)
-    m = moments[min(i, len(moments) - 1)]
+def shards_figure(m, stage: int, world: int, units: int):
+    """Moment ``m`` of one step at ``stage`` on ``world`` ranks, the model cut into ``units`` units;
+    bytes in units of Ψ (mixed precision: 2 + 2 + 12 bytes per parameter)."""
     fig, ax = plt.subplots(figsize=(9, 0.55 * world + 1.3))
     col_w = units * world + 2
     for r in range(world):
@@ -51,19 +50,3 @@ def shards_figure(stage: int, world: int = 4, i: int = 0, units: int = 3):
                  f"per rank", fontsize=9, loc="left")
     fig.tight_layout()
     return fig
-
-
-def moment_count(stage: int, world: int = 4, units: int = 3) -> int:
-    return len(step_moments(stage, world, units))
-
-
-def shards_widget(world: int = 4, units: int = 3):
-    """A stage menu and a moment slider over `shards_figure`."""
-    import ipywidgets as W
-
-    from labkit.viz.player import controlled
-
-    most = max(moment_count(s, world, units) for s in range(4))
-    return controlled(lambda stage, moment: shards_figure(stage, world, moment - 1, units),
-                      stage=W.Dropdown(options=[(STAGE_NAMES[s], s) for s in range(4)], value=3, description="stage"),
-                      moment=W.IntSlider(value=1, min=1, max=most, description="moment"))

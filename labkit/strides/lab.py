@@ -12,7 +12,8 @@ import html
 
 import torch
 
-from labkit.strides import StridedView
+from labkit.strides.draw import storage_html
+from labkit.strides.view import StridedView
 from labkit.table import Table
 
 # (shape, strides, offset) of the tensors the cases start from; the tables name them "4x5", ...
@@ -112,8 +113,6 @@ def _shown_case(exercise: str, table: Table, default: int) -> int:
 
 def _drawable(storage_len, offset, shape, strides, title):
     """``storage_html`` of the view, or one line saying why the learner's answer cannot be drawn."""
-    from labkit.viz.strides import storage_html
-
     try:
         return storage_html(StridedView(range(storage_len), offset, shape, strides), title=title)
     except (TypeError, ValueError) as e:
@@ -121,7 +120,7 @@ def _drawable(storage_len, offset, shape, strides, title):
 
 
 def drawings(exercise: str, table: Table) -> list[str]:
-    """HTML pictures (``labkit.viz.strides.storage_html``, as in section 9) of the learner's answers
+    """HTML pictures (``labkit.strides.draw.storage_html``, as in section 9) of the learner's answers
     in ``table`` (from :func:`compare`): the case drawn is the first one that differs from torch.
 
     slice_view / permute_view: the learner's (shape, strides, offset) on the base's storage.
@@ -174,3 +173,29 @@ def picture(exercise: str):
         print(f"{exercise}: {sum(table.column('equal'))}/{len(table.rows)} cases equal torch's answer")
         return table
     return draw
+
+
+def explorer_frame(storage_len: int, offset: int, rows: int, cols: int, stride0: int, stride1: int) -> str:
+    """The widget's frame for a 2-D view of ``range(storage_len)``; a one-line error when out of bounds."""
+    try:
+        view = StridedView(range(storage_len), offset, (rows, cols), (stride0, stride1))
+    except ValueError as exc:
+        return f'<div class="strided-view error" style="color:#b00"><b>not a valid view:</b> {html.escape(str(exc))}</div>'
+    return storage_html(view)
+
+
+def explorer(storage_len: int = 24):
+    """Widget: sliders for offset, shape (rows, cols) and strides over ``range(storage_len)``."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    def render(offset, rows, cols, stride0, stride1):
+        return explorer_frame(storage_len, offset, rows, cols, stride0, stride1)
+
+    return controlled(render,
+                      offset=W.IntSlider(value=1, min=0, max=storage_len - 1, description="offset"),
+                      rows=W.IntSlider(value=3, min=1, max=6, description="rows"),
+                      cols=W.IntSlider(value=2, min=1, max=8, description="cols"),
+                      stride0=W.IntSlider(value=6, min=0, max=12, description="stride 0"),
+                      stride1=W.IntSlider(value=2, min=0, max=12, description="stride 1"))

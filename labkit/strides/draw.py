@@ -1,4 +1,4 @@
-"""Draw a strided view on its flat storage (HTML), and the widget that drives it.
+"""Lab 02's drawing: a strided view on its flat storage (HTML).
 
 ``storage_html(view)`` is a pure function: the storage as a row of cells, the
 cells the view reaches highlighted and labelled with how many view elements
@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections import Counter
 
-from labkit.strides import StridedView
+from labkit.strides.view import StridedView
 
 _CELL = ("display:inline-block;width:2.2em;height:2.2em;line-height:2.2em;text-align:center;"
          "border:1px solid #999;margin:1px;font:12px monospace;")
@@ -47,29 +47,3 @@ def storage_html(view: StridedView, title: str = "") -> str:
             f'<div>storage:</div><div>{"".join(cells)}</div>'
             f'<div>view (each cell shows the storage position it reads):</div>'
             f'<div>{"<br>".join(rows)}</div></div>')
-
-
-def frame(storage_len: int, offset: int, rows: int, cols: int, stride0: int, stride1: int) -> str:
-    """The widget's frame for a 2-D view of ``range(storage_len)``; a one-line error when out of bounds."""
-    try:
-        view = StridedView(range(storage_len), offset, (rows, cols), (stride0, stride1))
-    except ValueError as exc:
-        return f'<div class="strided-view error" style="color:#b00"><b>not a valid view:</b> {html.escape(str(exc))}</div>'
-    return storage_html(view)
-
-
-def explorer(storage_len: int = 24):
-    """Widget: sliders for offset, shape (rows, cols) and strides over ``range(storage_len)``."""
-    import ipywidgets as W
-
-    from labkit.viz.player import controlled
-
-    def render(offset, rows, cols, stride0, stride1):
-        return frame(storage_len, offset, rows, cols, stride0, stride1)
-
-    return controlled(render,
-                      offset=W.IntSlider(value=1, min=0, max=storage_len - 1, description="offset"),
-                      rows=W.IntSlider(value=3, min=1, max=6, description="rows"),
-                      cols=W.IntSlider(value=2, min=1, max=8, description="cols"),
-                      stride0=W.IntSlider(value=6, min=0, max=12, description="stride 0"),
-                      stride1=W.IntSlider(value=2, min=0, max=12, description="stride 1"))

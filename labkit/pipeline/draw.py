@@ -1,23 +1,19 @@
-"""Drawings for lab 08: Gantt charts of pipeline schedules, in-flight memory, and the widget.
+"""Lab 08's drawings: Gantt charts of pipeline schedules and in-flight activations.
 
 A timeline is ``dict[rank, list[(Action, start_s, end_s)]]`` (what the real
 executor records) or a `SimResult` (what the simulator returns); both draw the
-same way. ``pipeline_frame(...)`` is the widget's pure render function.
+same way. ``pipeline_figure(res, stats, ...)`` draws the widget's frame from a
+finished simulation; `labkit.pipeline.lab` schedules and times it (`frame_stats`,
+`pipeline_frame`) and wires the widget (`pipeline_widget`).
 """
 from __future__ import annotations
-
-import html
-from fractions import Fraction
-
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from labkit.pipeline.schedules import KINDS, schedule
-from labkit.pipeline.simulate import SimResult, time_schedule
+from labkit.pipeline.simulate import SimResult
 
-__all__ = ["as_timeline", "draw_gantt", "gantt", "compare_timelines", "pipeline_frame", "pipeline_widget",
-           "frame_stats", "legend_entries"]
+__all__ = ["as_timeline", "draw_gantt", "gantt", "compare_timelines", "pipeline_figure", "legend_entries"]
 
 _F_COLORS = ["#4c78a8", "#72b7b2", "#9ecae9", "#2f4b7c"]
 _B_COLORS = ["#f58518", "#e45756", "#ff9d98", "#b85d00"]
@@ -103,39 +99,10 @@ def compare_timelines(measured, simulated, titles=("measured (real gloo ranks)",
     return fig
 
 
-def frame_stats(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: int = 1,
-                imbalance: float = 0.0) -> tuple[SimResult, dict]:
-    """Simulate the widget's configuration. Stage times: forward 1/v, backward 2/v per stage
-    (a rank's whole share of the model costs 1 + 2 whatever v is; a split backward is I 1/v + W 1/v);
-    the last stage is (1 + imbalance) times slower. Returns (result, numbers shown in the title)."""
-    p, m, v = num_ranks, num_microbatches, virtual_stages
-    sched = schedule(kind, p, m, v)
-    S = p * v
-    slow = [Fraction(1)] * (S - 1) + [1 + Fraction(imbalance).limit_denominator(1000)]
-    res = time_schedule(sched, [Fraction(1, v) * x for x in slow], [Fraction(2, v) * x for x in slow])
-    # uniform stages: (p-1)/(vm+p-1); zero bubble with I = W = F: the step is 3m + (p-1)/v, so
-    # (p-1)/(3vm+p-1) (labkit.pipeline.lab.zero_bubble_makespan)
-    zb = kind == "interleaved_zb"
-    stats = {
-        "bubble": float(res.bubble_fraction),
-        "formula": (p - 1) / ((3 if zb else 1) * v * m + p - 1),
-        "formula_text": "(p-1)/(3vm+p-1)" if zb else "(p-1)/(vm+p-1)",
-        "peak_inflight_rank0": res.peak_inflight[0],
-        "makespan": float(res.makespan),
-    }
-    return res, stats
-
-
-def pipeline_frame(kind: str = "1f1b", num_ranks: int = 4, num_microbatches: int = 8, virtual_stages: int = 1,
-                   imbalance: float = 0.0):
-    """The widget's render function: Gantt chart + in-flight activations per rank, or an HTML error line.
-
-    Pure: the same arguments give the same picture.
-    """
-    try:
-        res, st = frame_stats(kind, num_ranks, num_microbatches, virtual_stages, imbalance)
-    except (ValueError, TypeError) as e:
-        return f"<p style='color:#b00'>cannot build this schedule: {html.escape(str(e))}</p>"
+def pipeline_figure(res: SimResult, st: dict, kind: str, num_ranks: int, num_microbatches: int,
+                    virtual_stages: int, imbalance: float):
+    """A simulated schedule ``res`` as a Gantt chart over its in-flight activations per rank; the
+    title carries ``st`` (`labkit.pipeline.lab.frame_stats`'s numbers) and the configuration."""
     R = num_ranks
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10.5, 0.45 * R + 3.6), gridspec_kw={"height_ratios": [R + 1, 3]},
                                   sharex=True)
@@ -153,21 +120,3 @@ def pipeline_frame(kind: str = "1f1b", num_ranks: int = 4, num_microbatches: int
     ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0, frameon=False)
     fig.tight_layout()
     return fig
-
-
-def pipeline_widget():
-    """Controls (schedule kind, ranks, microbatches, virtual stages, imbalance) over `pipeline_frame`."""
-    import ipywidgets as W
-
-    from labkit.viz.player import controlled
-
-    wide = {"style": {"description_width": "initial"}}   # whole labels, not "microbatc..."
-    return controlled(
-        pipeline_frame,
-        kind=W.Dropdown(options=list(KINDS), value="1f1b", description="schedule", **wide),
-        num_ranks=W.IntSlider(value=4, min=2, max=8, description="ranks p", **wide),
-        num_microbatches=W.IntSlider(value=8, min=1, max=24, description="microbatches m", **wide),
-        virtual_stages=W.IntSlider(value=1, min=1, max=4, description="stages per rank v", **wide),
-        imbalance=W.FloatSlider(value=0.0, min=0.0, max=2.0, step=0.25, description="last stage: extra ×",
-                                **wide),
-    )

@@ -1,14 +1,20 @@
-"""Drawings for Lab 07: which rank holds which block of each weight and activation, step by step.
+"""Lab 07's drawings: which rank holds which block of each weight and activation, step by step,
+and a convolution's halo exchange. Each takes finished data; `labkit.tensor_parallel.lab` lists
+the steps (`megatron_steps`) and the frames (`halo_frames`) and wires the players.
 
-`megatron_steps(block)` lists the steps of a Megatron MLP or attention block, forward then
-backward, as plain data: for each step, every array's layout ("replicated", "rows", "cols" split
-over ranks, or "partial" sums) and the collective the step runs (or None). `tp_frame(steps, i, t)`
-draws step i for t ranks; `tp_widget(block, t)` puts Play + slider over the steps.
+`tp_frame(steps, i, t)` draws step i of a Megatron block for t ranks: every array's layout
+("replicated", "rows", "cols" split over ranks, or "partial" sums) and the collective the step runs.
+
+`halo_html(frame)` draws one frame of a convolution split by rows: a column per rank, own rows in
+the rank's colour, received halo rows in the sender's colour (paler), zero padding grey, the window
+outlined, finished output rows marked.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
+
+from labkit.viz.svg import rect, svg, text
 
 _RANK_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756"]
 _REPLICATED = "#bbbbbb"
@@ -20,36 +26,6 @@ _ATTN_ARRAYS = {"X": (0, 0, 1.2, 2), "Wqkv": (1.8, 0, 3.6, 1.2), "heads": (6.0, 
                 "Z": (10.8, 0, 1.2, 2)}
 _LABELS = {"X": "X (b·s, h)", "W1": "fc Wᵀ (h, 4h)", "Y": "GELU(X·W1ᵀ) (b·s, 4h)", "W2": "proj Wᵀ (4h, h)",
            "Z": "output (b·s, h)", "Wqkv": "qkv Wᵀ (h, 3h)", "heads": "attention per head", "Wo": "out Wᵀ (h, h)"}
-
-
-def megatron_steps(block: str = "mlp") -> list[dict]:
-    """The steps of a Megatron ``block`` ("mlp" or "attention"): each {"title", "layout":
-    {array: layout}, "collective": str or None, "active": [arrays the step touches]}."""
-    if block not in ("mlp", "attention"):
-        raise ValueError(f"megatron_steps: block must be 'mlp' or 'attention', got {block!r}")
-    w1, y, w2 = ("W1", "Y", "W2") if block == "mlp" else ("Wqkv", "heads", "Wo")
-    base = {"X": "replicated", w1: "cols" if block == "mlp" else "cols3", y: None, w2: "rows", "Z": None}
-    steps = [
-        ("forward: X is replicated; it enters through f (identity forward)", {}, None, ["X"]),
-        (f"forward: each rank multiplies by its share of {w1}'s output features (column-parallel): its "
-         + ("slice of the 4h features" if block == "mlp" else "heads' Q, K, V — nothing moves"),
-         {y: "cols"}, None, [w1, y]),
-        ("forward: " + ("GELU on each rank's slice, no communication" if block == "mlp" else
-                        "attention inside each rank's heads, no communication"), {y: "cols"}, None, [y]),
-        (f"forward: each rank multiplies its slice by its share of {w2}'s input features (row-parallel): "
-         "partial sums",
-         {y: "cols", "Z": "partial"}, None, [w2, "Z"]),
-        ("forward: g all-reduces the partial sums: every rank has the whole output",
-         {y: "cols", "Z": "replicated"}, "all-reduce (g) of b·s·h", ["Z"]),
-        ("backward: dZ is replicated; g's backward is the identity", {y: "cols", "Z": "replicated"}, None, ["Z"]),
-        (f"backward: each rank's d(slice) = dZ · (its share of {w2}); weight gradients stay local",
-         {y: "cols", "Z": "replicated"}, None, [w2, y]),
-        ("backward: each rank's dX is a partial sum; f's backward all-reduces it",
-         {y: "cols", "Z": "replicated", "X": "partial"}, None, ["X"]),
-        ("backward: after f's all-reduce every rank has the whole dX",
-         {y: "cols", "Z": "replicated", "X": "replicated"}, "all-reduce (f) of b·s·h", ["X"]),
-    ]
-    return [{"title": t, "layout": {**base, **extra}, "collective": c, "active": a} for t, extra, c, a in steps]
 
 
 def _draw_array(ax, x, y, w, h, layout, t, active):
@@ -99,9 +75,36 @@ def tp_frame(steps: list[dict], i: int, t: int = 2, block: str = "mlp"):
     return fig
 
 
-def tp_widget(block: str = "mlp", t: int = 2):
-    """Play + slider over the steps of a Megatron ``block`` split over ``t`` ranks."""
-    from labkit.viz.player import player
+RANK = ("#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#d6616b")
+PALE = ("#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc", "#bdbdbd", "#e7969c")
+PAD, EMPTY = "#d9d9d9", "#ffffff"
 
-    steps = megatron_steps(block)
-    return player(lambda i: tp_frame(steps, i, t, block), len(steps), interval_ms=1200)
+
+def halo_html(frame: dict, cell: int = 12) -> str:
+    """One frame of `halo_frames` as SVG."""
+    world, W, n, h = frame["world"], frame["W"], frame["n"], frame["h"]
+    H = n * world
+    col = W * cell + 56
+    top = 40
+    parts = [text(0, 14, frame["label"], 11)]
+    for r in range(world):
+        x0 = r * col + 20
+        parts.append(text(x0, top - 6, f"rank {r}", 10))
+        for j, g in enumerate(frame["buffers"][r]):
+            own = h <= j < h + n
+            fill = (RANK[r % len(RANK)] if own else EMPTY if g == "empty" else PAD if g is None
+                    else PALE[(g // n) % len(PALE)])
+            y = top + j * cell
+            for c in range(W):
+                parts.append(rect(x0 + c * cell, y, cell, cell, fill, "#ffffff" if own else "#969696"))
+            label = "" if g in (None, "empty") else str(g)
+            parts.append(text(x0 - 3, y + cell - 2, label, 8, "end"))
+            if frame["done"] and own and j - h < frame["done"]:
+                parts.append(text(x0 + W * cell + 4, y + cell - 2, "out", 8))
+        if frame["window"] is not None:
+            a, b = frame["window"]
+            parts.append(f'<rect x="{x0 - 1}" y="{top + a * cell - 1}" width="{W * cell + 2}" '
+                         f'height="{(b - a + 1) * cell + 2}" fill="none" stroke="#000000" stroke-width="2"/>')
+    parts.append(text(0, top + (n + 2 * h) * cell + 16,
+                       f"image rows 0..{H - 1}; grey: zero padding at the image's edge; pale: received rows", 9))
+    return svg(world * col + 20, top + (n + 2 * h) * cell + 24, parts)

@@ -1,45 +1,37 @@
-"""Drawings for Lab 11: where a 3D-parallel plan's ranks sit, what its step is made of, and the
+"""Lab 11's drawings: where a 3D-parallel plan's ranks sit, what its step is made of, and the
 real 2×2×2 run's timeline.
 
-``cluster_figure(dp, tp, pp, gpus_per_node, colour_by)`` draws nodes as rows of GPU cells, each
-cell coloured by the index of its ``colour_by`` group ("tp", "dp" or "pp") and labelled with its
-(dp, tp, pp) coordinates (rank order of `labkit.planner.grid`). ``plan_figure(prediction, ...)``
-adds the predicted step breakdown and memory per GPU of a `labkit.planner.Prediction`;
-``plan_widget`` puts model, GPU count, batch and colouring controls over the planner's best plan.
-``timeline_figure(tl)`` draws a `labkit.parallel3d.Timeline3D`: one row per rank.
+``cluster_figure(layout)`` draws nodes as rows of GPU cells, each cell coloured by the index of
+its group ("tp", "dp" or "pp") and labelled with its (dp, tp, pp) coordinates, as
+`labkit.parallel3d.lab.cluster_layout` lays them out from the grid. ``plan_figure(prediction,
+layout)`` adds the predicted step breakdown and memory per GPU of a finished `labkit.planner`
+prediction (the planner's search and its widget are `labkit.planner.lab.plan_frame` /
+`plan_widget`). ``timeline_figure(tl)`` draws a `labkit.parallel3d.Timeline3D`: one row per rank.
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-from labkit.parallel3d.grid import KINDS, coords, groups, nodes_spanned
-
-MAX_DRAWN = 64                      # GPUs drawn at most; bigger plans show their first ranks
 PART_COLOURS = {"gemm": "#4c78a8", "elementwise": "#9ecae9", "tp": "#f58518", "pp": "#54a24b", "bubble": "#bab0ac",
                 "dp": "#e45756", "optimizer": "#b279a2", "compute": "#4c78a8"}
 GiB = 1 << 30
 
 
-def _group_index(dp: int, tp: int, pp: int, colour_by: str) -> dict[int, int]:
-    """rank -> index of its ``colour_by`` group."""
-    return {r: i for i, g in enumerate(groups(dp, tp, pp)[colour_by]) for r in g}
-
-
-def draw_cluster(ax, dp: int, tp: int, pp: int, gpus_per_node: int, colour_by: str = "tp") -> None:
-    """Nodes as rows of ``gpus_per_node`` cells (at most MAX_DRAWN GPUs), coloured by group."""
-    if colour_by not in KINDS:
-        raise ValueError(f"cluster_figure: colour_by must be one of {', '.join(KINDS)}, got {colour_by!r}")
-    world = dp * tp * pp
-    shown = min(world, MAX_DRAWN - MAX_DRAWN % gpus_per_node or gpus_per_node)
-    index = _group_index(dp, tp, pp, colour_by)
+def draw_cluster(ax, layout: dict) -> None:
+    """Nodes as rows of GPU cells, coloured by group: ``layout`` as `labkit.parallel3d.lab.cluster_layout`
+    makes it (the grid, the ranks shown, each one's group index and (dp, tp, pp) coordinates, and
+    the most nodes a group spans)."""
+    dp, tp, pp, gpus_per_node = layout["dp"], layout["tp"], layout["pp"], layout["gpus_per_node"]
+    world, shown, spans, colour_by = dp * tp * pp, layout["shown"], layout["spans"], layout["colour_by"]
     cmap = plt.get_cmap("tab20")
     rows = -(-shown // gpus_per_node)
     for r in range(shown):
         node, slot = divmod(r, gpus_per_node)
         y = rows - 1 - node
-        ax.add_patch(Rectangle((slot, y), 0.92, 0.8, facecolor=cmap(index[r] % 20), edgecolor="#333333", lw=0.6))
-        d, t, p = coords(r, dp, tp, pp)
+        ax.add_patch(Rectangle((slot, y), 0.92, 0.8, facecolor=cmap(layout["group"][r] % 20), edgecolor="#333333",
+                               lw=0.6))
+        d, t, p = layout["coords"][r]
         ax.text(slot + 0.46, y + 0.52, str(r), ha="center", va="center", fontsize=7, weight="bold")
         ax.text(slot + 0.46, y + 0.2, f"{d},{t},{p}", ha="center", va="center", fontsize=5.5)
     for node in range(rows):
@@ -47,7 +39,6 @@ def draw_cluster(ax, dp: int, tp: int, pp: int, gpus_per_node: int, colour_by: s
         ax.add_patch(Rectangle((-0.08, y - 0.08), gpus_per_node + 0.08, 0.96, fill=False, edgecolor="#777777",
                                lw=1, linestyle="--"))
         ax.text(-0.3, y + 0.4, f"node {node}", ha="right", va="center", fontsize=7)
-    spans = max(nodes_spanned(g, gpus_per_node) for g in groups(dp, tp, pp)[colour_by])
     more = f"; ranks 0–{shown - 1} of {world} shown" if shown < world else ""
     ax.set_title(f"dp={dp} tp={tp} pp={pp}, colour = {colour_by} group (each on ≤ {spans} node"
                  f"{'s' if spans > 1 else ''})\nlabel: rank and (dp, tp, pp){more}", fontsize=8, loc="left")
@@ -56,21 +47,23 @@ def draw_cluster(ax, dp: int, tp: int, pp: int, gpus_per_node: int, colour_by: s
     ax.axis("off")
 
 
-def cluster_figure(dp: int, tp: int, pp: int, gpus_per_node: int, colour_by: str = "tp"):
-    rows = -(-min(dp * tp * pp, MAX_DRAWN) // gpus_per_node)
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * gpus_per_node + 1.5), 0.55 * rows + 0.8))
-    draw_cluster(ax, dp, tp, pp, gpus_per_node, colour_by)
+def cluster_figure(layout: dict):
+    """`draw_cluster` alone, in a figure sized to its nodes."""
+    rows = -(-layout["shown"] // layout["gpus_per_node"])
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * layout["gpus_per_node"] + 1.5), 0.55 * rows + 0.8))
+    draw_cluster(ax, layout)
     fig.tight_layout()
     return fig
 
 
-def plan_figure(prediction, gpus_per_node: int, colour_by: str = "tp", title: str = ""):
-    """The plan's cluster picture, its predicted step (seconds per part) and its memory per GPU."""
+def plan_figure(prediction, layout: dict, title: str = ""):
+    """A plan's cluster picture (``layout``: `labkit.parallel3d.lab.cluster_layout` of its grid), its
+    predicted step (seconds per part) and its memory per GPU."""
     p = prediction.plan
-    rows = -(-min(p.gpus, MAX_DRAWN) // gpus_per_node)
+    rows = -(-layout["shown"] // layout["gpus_per_node"])
     fig, (ax0, ax1, ax2) = plt.subplots(3, 1, figsize=(9, 0.5 * rows + 3.2),
                                         gridspec_kw={"height_ratios": [max(rows, 1), 0.9, 0.9]})
-    draw_cluster(ax0, p.dp, p.tp, p.pp, gpus_per_node, colour_by)
+    draw_cluster(ax0, layout)
     left = 0.0
     for name, seconds in prediction.parts.items():
         ax1.barh(0, seconds, left=left, color=PART_COLOURS[name], label=f"{name} {seconds:.3g} s")
@@ -130,39 +123,9 @@ def timeline_figure(tl, time_unit: str = "ms"):
     return fig
 
 
-def plan_frame(params_billion: str = "39.1", gpus: int = 512, global_batch: int = 1536, colour_by: str = "tp"):
-    """The planner's best plan for a Table 1 model (Narayanan et al. 2021) on ``gpus`` A100-80GB
-    (8 per node), drawn with `plan_figure`; a one-line figure when no plan fits."""
-    from labkit.planner.cost import selene
-    from labkit.planner.published import MEGATRON_2021_TABLE1
-    from labkit.planner.search import search
-
-    run = next(r for r in MEGATRON_2021_TABLE1 if f"{r.params_billion:g}" == params_billion)
-    cluster = selene(gpus)
-    result = search(run.model, cluster, global_batch)
-    if not result.plans:
-        fig, ax = plt.subplots(figsize=(9, 0.8))
-        reason = result.rejected[0].reason if result.rejected else "no candidate plan"
-        ax.text(0, 0.5, f"{params_billion}B on {gpus} GPUs, batch {global_batch}: no plan fits ({reason})",
-                fontsize=9, va="center")
-        ax.axis("off")
-        return fig
-    return plan_figure(result.best, cluster.gpus_per_node, colour_by,
-                       title=f"{params_billion}B on {gpus} GPUs, batch {global_batch}: {result.best}")
-
-
-def plan_widget():
-    """Model, GPU count, batch and colouring controls over `plan_frame`."""
-    import ipywidgets as W
-
-    from labkit.planner.published import MEGATRON_2021_TABLE1
-    from labkit.viz.player import controlled
-
-    return controlled(plan_frame,
-                      params_billion=W.Dropdown(options=[f"{r.params_billion:g}" for r in MEGATRON_2021_TABLE1],
-                                                value="39.1", description="model (B params)"),
-                      gpus=W.Dropdown(options=[32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096], value=512,
-                                      description="GPUs"),
-                      global_batch=W.Dropdown(options=[128, 512, 1024, 1536, 2048, 3072], value=1536,
-                                              description="global batch"),
-                      colour_by=W.Dropdown(options=list(KINDS), value="tp", description="colour by"))
+def note_figure(text: str):
+    """A one-line figure holding ``text`` (where a plan would be drawn and none exists)."""
+    fig, ax = plt.subplots(figsize=(9, 0.8))
+    ax.text(0, 0.5, text, fontsize=9, va="center")
+    ax.axis("off")
+    return fig

@@ -1,12 +1,13 @@
-"""Draw what Triton programs touched: the program-id grid over the output and one program's loads.
+"""Lab 04's drawing: what Triton programs touched, the program-id grid over the output and one
+program's loads.
 
 Pure functions of an :class:`labkit.kernels.record.AccessRecorder`:
 - ``access_map`` -> a 2-D int array of cell codes (unit-tested);
 - ``owner_map`` -> which program wrote each output cell;
 - ``kernel_frame`` -> a matplotlib Figure (output coloured by program id,
   inputs with the chosen program's loads highlighted, masked-off lanes and
-  out-of-bounds lanes marked). ``kernel_player`` wires it to the course's
-  Play + slider widget, one frame per program.
+  out-of-bounds lanes marked). `labkit.kernels.lab.kernel_player` wires it to
+  the course's Play + slider widget, one frame per program.
 1-D tensors are drawn as rows of ``width`` elements (use the block size so
 each row is one program's block; the padding after the end shows masked lanes).
 Tensors with 2+ dimensions are drawn as (elements / last dim) x last dim; a
@@ -156,14 +157,6 @@ def kernel_frame(rec, pid, out: str, inputs: tuple = (), launch: int = 0, width:
                  fontsize=10)
     fig.tight_layout(rect=(0, 0.3 / fig_h, 1, 1 - 0.3 / fig_h))   # legend below, title above
     return fig
-
-
-def kernel_player(rec, out: str, inputs: tuple = (), launch: int = 0, width: int | None = None, **kw):
-    """Play + slider over the programs of one recorded launch (frame i = program i)."""
-    from labkit.viz.player import player
-
-    return player(lambda i: kernel_frame(rec, i, out, inputs, launch, width), n_programs(rec, launch),
-                  description="program", **kw)
 
 
 def online_softmax_frame(row, trace: list, i: int):
