@@ -90,13 +90,17 @@ def grade_one(module: str, exercise: str) -> dict:
 
 
 def check_your_work(module: str, exercise: str, picture: Callable[[Callable], Any] | None = None) -> None:
-    """Run the learner's function through the lab's picture (if given) and the grader; print the verdict.
+    """Run the learner's function through the lab's picture (``picture``, else the one
+    `labkit.pictures` finds for the exercise) and the grader; print the verdict.
 
     Returns None, so a notebook cell shows only what is printed and drawn (IPython's trailing
     ``;`` does not silence a result under nbval, which runs cells without history).
     """
-    if picture is not None:
-        run_picture(module, exercise, picture)
+    if picture is None:                 # the lab's own picture of this exercise (labkit.pictures)
+        from labkit.pictures import picture as lab_picture
+
+        picture = lab_picture(module, exercise)
+    run_picture(module, exercise, picture)
     if is_untouched_stub(getattr(grading.load(module, "exercises"), exercise)):
         row = {"score": 0, "max_score": max_points(module, exercise), "reasons": {"NotImplementedError": 1}}
     else:

@@ -44,8 +44,8 @@ Element [i0, i1, ...] of a view is at storage position offset + sum(i_d * stride
 Shapes and strides are tuples of ints; the functions return tuples.
 """,
     imports=(),
-    items=("labkit.strides.slice_view", "labkit.strides.permute_view",
-           "labkit.strides._is_contiguous as is_contiguous", "labkit.strides._view_strides as view_strides"),
+    items=("labkit.strides.view.slice_view", "labkit.strides.view.permute_view",
+           "labkit.strides.view._is_contiguous as is_contiguous", "labkit.strides.view._view_strides as view_strides"),
 )
 
 LABS["lab03_matmul"] = Lab(

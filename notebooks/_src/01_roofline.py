@@ -83,10 +83,10 @@ claim("a fused row softmax's intensity is 5/8", 8 * sm.flops == 5 * sm.bytes, f"
 # the exercise.
 
 # %%
-check_your_work("lab01_roofline", "matmul_intensity", picture=lab.picture("matmul_intensity"))
+check_your_work("lab01_roofline", "matmul_intensity")
 
 # %%
-check_your_work("lab01_roofline", "chain_intensity", picture=lab.picture("chain_intensity"))
+check_your_work("lab01_roofline", "chain_intensity")
 
 # %% [markdown]
 # ## 2. Measuring the machine
@@ -139,7 +139,7 @@ claim("the roof is I x bandwidth left of the ridge, the peak right of it",
 # ### Exercise: `attainable_flops`
 
 # %%
-check_your_work("lab01_roofline", "attainable_flops", picture=lab.picture("attainable_flops"))
+check_your_work("lab01_roofline", "attainable_flops")
 
 # %% [markdown]
 # Now measure real operations and put them on this machine's roofline. Each point: x = the op's modelled intensity,
@@ -388,7 +388,7 @@ claim("torch's default executes 6N + 2 N_1 per token: no last matmul redone",
 # ### Exercise: `mfu_hfu`
 
 # %%
-check_your_work("lab01_roofline", "mfu_hfu", picture=lab.picture("mfu_hfu"))
+check_your_work("lab01_roofline", "mfu_hfu")
 
 # %% [markdown]
 # ## 6. When does a layer become compute-bound? The batch size

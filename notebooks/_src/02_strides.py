@@ -113,7 +113,7 @@ claim("the model's lengths are torch's, clamped stops and empty slices included"
 # them), draws your answer on its storage (the first case you get wrong, if any), then grades it.
 
 # %%
-check_your_work("lab02_strides", "slice_view", picture=lab.picture("slice_view"))
+check_your_work("lab02_strides", "slice_view")
 
 # %% [markdown]
 # ## 3. Transpose and permute swap strides
@@ -149,7 +149,7 @@ claim("permute(2, 0, 1) of a contiguous (2, 3, 4) has strides (1, 12, 4); the mo
 # answer on its storage (the first case you get wrong, if any), then grades the exercise.
 
 # %%
-check_your_work("lab02_strides", "permute_view", picture=lab.picture("permute_view"))
+check_your_work("lab02_strides", "permute_view")
 
 # %% [markdown]
 # ## 4. Broadcasting is stride 0
@@ -207,7 +207,7 @@ claim("size-1 dimensions do not count: (1, 5) with strides (99, 1) and (5, 1) wi
 # seven cases above and draws one of them on its storage (the first you get wrong, if any).
 
 # %%
-check_your_work("lab02_strides", "is_contiguous", picture=lab.picture("is_contiguous"))
+check_your_work("lab02_strides", "is_contiguous")
 
 # %% [markdown]
 # ## 6. `view` vs `reshape`
@@ -305,7 +305,7 @@ claim("the model gives new size-1 dimensions torch's strides", all(same), f"{len
 # the same order.
 
 # %%
-check_your_work("lab02_strides", "view_strides", picture=lab.picture("view_strides"))
+check_your_work("lab02_strides", "view_strides")
 
 # %% [markdown]
 # ## 7. Common mistakes

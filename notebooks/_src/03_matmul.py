@@ -130,7 +130,7 @@ claim("n^2 + n^3/b1 falls with every doubling of b1", all(a > b for a, b in zip(
 # to the lab's, and the cells of C your function got wrong in red; then it grades the exercise.
 
 # %%
-check_your_work("lab03_matmul", "cache_tiled", picture=lab.picture("cache_tiled"))
+check_your_work("lab03_matmul", "cache_tiled")
 
 # %% [markdown]
 # ## 3. Register-aware tiling (L1 → registers)
@@ -174,7 +174,7 @@ claim("with v1 = 4, v2 = 2, A is loaded twice as often as B", t42.a_reads == 2 *
 # ### Exercise: `register_tiled`
 
 # %%
-check_your_work("lab03_matmul", "register_tiled", picture=lab.picture("register_tiled"))
+check_your_work("lab03_matmul", "register_tiled")
 
 # %% [markdown]
 # ## 4. Both together
@@ -220,7 +220,7 @@ show(T.register_tiles_per_dim, T.tiled_formula)
 # both levels.
 
 # %%
-check_your_work("lab03_matmul", "tiled", picture=lab.picture("tiled"))
+check_your_work("lab03_matmul", "tiled")
 
 # %% [markdown]
 # ## 5. Watch the loop
@@ -977,7 +977,7 @@ claim("without it, the simulator reports a race between two threads of a block",
 # race here even when C comes out right.
 
 # %%
-check_your_work("lab03_matmul", "tiled_matmul", picture=cl.picture("tiled_matmul"))
+check_your_work("lab03_matmul", "tiled_matmul")
 
 # %% [markdown]
 # The lab's version and the CUDA C it stands for (`__shared__`, `__syncthreads()`), then all
@@ -1026,7 +1026,7 @@ cl.block_player(16)
 # The cell below runs your kernel through the same animation (on the same 16 numbers), then grades it.
 
 # %%
-check_your_work("lab03_matmul", "block_sum", picture=cl.picture("block_sum"))
+check_your_work("lab03_matmul", "block_sum")
 
 # %%
 bs, bp = rows["block_sum"], rows["block_partials"]
@@ -1090,7 +1090,7 @@ claim("48 KiB of shared memory per block allows 4 blocks, whatever the registers
 # the lab's on five launch configurations, then grades it.
 
 # %%
-check_your_work("lab03_matmul", "blocks_per_sm", picture=cl.picture("blocks_per_sm"))
+check_your_work("lab03_matmul", "blocks_per_sm")
 
 # %% [markdown]
 # Ours, for comparison once yours passes (it also names the limit that binds):

@@ -203,7 +203,7 @@ claim("the compiled add allocates no shared memory and never touches it",
 # out-of-bounds and masked lanes, draws the last program's accesses, then grades the exercise.
 
 # %%
-check_your_work("lab04_triton", "add_kernel", picture=lab.picture("add_kernel"))
+check_your_work("lab04_triton", "add_kernel")
 
 # %% [markdown]
 # labkit's kernel, to compare with yours:
@@ -359,7 +359,7 @@ player(lambda i: V.kernel_frame(r2, i, "out_ptr", ("x_ptr",)), V.n_programs(r2),
 # The one-block version (`BLOCK ≥ n_cols`). The picture runs yours on 3 rows of 50 with 64 lanes.
 
 # %%
-check_your_work("lab04_triton", "softmax_kernel", picture=lab.picture("softmax_kernel"))
+check_your_work("lab04_triton", "softmax_kernel")
 
 # %% [markdown]
 # labkit's kernel, with the one-block path and the two-pass online path for longer rows:
@@ -442,7 +442,7 @@ player(lambda i: V.kernel_frame(rmv, i, "c_ptr", ("a_ptr", "b_ptr")), V.n_progra
 # The k-loop. The picture runs yours on (37×29)·(29×45) with 16×16×16 tiles — every edge uneven.
 
 # %%
-check_your_work("lab04_triton", "matmul_kernel", picture=lab.picture("matmul_kernel"))
+check_your_work("lab04_triton", "matmul_kernel")
 
 # %% [markdown]
 # labkit's kernel, to compare with yours:
@@ -545,7 +545,7 @@ claim("dx, dw and db match autograd", all(torch.allclose(a_.grad, b_.grad, rtol=
 # The one-block forward (`BLOCK ≥ n_cols`), 4 rows of 50 with 64 lanes.
 
 # %%
-check_your_work("lab04_triton", "layernorm_kernel", picture=lab.picture("layernorm_kernel"))
+check_your_work("lab04_triton", "layernorm_kernel")
 
 # %% [markdown]
 # labkit's kernel, to compare with yours:

@@ -154,15 +154,13 @@ claim("on 4 real ranks the ring equals dist.all_reduce, sends and ends as traced
 # Then the grader runs that exercise's graded tests. Until you write the function it says so.
 
 # %%
-check_your_work("lab05_collectives", "ring_reduce_scatter_chunks",
-                picture=lab.picture("ring_reduce_scatter_chunks"))
+check_your_work("lab05_collectives", "ring_reduce_scatter_chunks")
 
 # %%
-check_your_work("lab05_collectives", "ring_all_gather_chunks",
-                picture=lab.picture("ring_all_gather_chunks"))
+check_your_work("lab05_collectives", "ring_all_gather_chunks")
 
 # %%
-check_your_work("lab05_collectives", "ring_all_reduce", picture=lab.picture("ring_all_reduce"))
+check_your_work("lab05_collectives", "ring_all_reduce")
 
 # %% [markdown]
 # Ours, for comparison once yours pass: `labkit.collectives.ring_all_reduce` is the two halves one
@@ -254,11 +252,10 @@ claim("recursive doubling sends more in all than the ring", sum(lbr["recursive_d
 # matters) and compare the final buffers and bytes with the simulator and the formulas.
 
 # %%
-check_your_work("lab05_collectives", "tree_broadcast", picture=lab.picture("tree_broadcast"))
+check_your_work("lab05_collectives", "tree_broadcast")
 
 # %%
-check_your_work("lab05_collectives", "recursive_doubling_all_reduce",
-                picture=lab.picture("recursive_doubling_all_reduce"))
+check_your_work("lab05_collectives", "recursive_doubling_all_reduce")
 
 # %% [markdown]
 # ## 4. Common mistakes about the ring

@@ -152,7 +152,7 @@ claim("with a 1 MiB cap its rebuilt buckets are the ones our rule forms", one_mi
 # several caps next to DDP's, then grades the exercise.
 
 # %%
-check_your_work("lab06_data_parallel", "bucket_indices", picture=lab.picture("bucket_indices"))
+check_your_work("lab06_data_parallel", "bucket_indices")
 
 # %% [markdown]
 # ## 3. Overlap: hiding communication behind backward
@@ -280,7 +280,7 @@ lab.overlap_widget(measured.ready, measured.nbytes, 2, alpha, beta, measured.fwd
 # during backward.
 
 # %%
-check_your_work("lab06_data_parallel", "data_parallel_hooks", picture=lab.picture("data_parallel_hooks"))
+check_your_work("lab06_data_parallel", "data_parallel_hooks")
 
 # %% [markdown]
 # ### Exercise 3: `bucketed_ddp_hooks`
@@ -301,7 +301,7 @@ check_your_work("lab06_data_parallel", "data_parallel_hooks", picture=lab.pictur
 # a GPU box (section 3): read them, and rerun the cell before trusting a ranking.
 
 # %%
-check_your_work("lab06_data_parallel", "bucketed_ddp_hooks", picture=lab.picture("bucketed_ddp_hooks"))
+check_your_work("lab06_data_parallel", "bucketed_ddp_hooks")
 
 # %% [markdown]
 # With 1 MiB buckets your version should send 4 all-reduces a step, all started during backward;
@@ -447,7 +447,7 @@ claim("the server's link carries W times the model; a ring link under 2x",
 # The check draws your timelines the way the widget does and compares with labkit's.
 
 # %%
-check_your_work("lab06_data_parallel", "ssp_start_times", picture=lab.picture("ssp_start_times"))
+check_your_work("lab06_data_parallel", "ssp_start_times")
 
 # %% [markdown]
 # ## 5. Worked problems

@@ -337,7 +337,7 @@ display(HTML(figure_to_html(V.batch_size_figure(sw.batches, sw.steps, sw.lrs, s_
 # cell runs yours on this run's norms and draws the steps your B_simple predicts.
 
 # %%
-check_your_work("lab06_data_parallel", "noise_scale", picture=lab.picture("noise_scale"))
+check_your_work("lab06_data_parallel", "noise_scale")
 
 # %% [markdown]
 # ### 2.4 AdaScale: a learning rate that scales only as far as the noise allows

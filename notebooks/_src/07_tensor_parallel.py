@@ -70,16 +70,16 @@ print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 # costs only its own points.
 
 # %%
-check_your_work("lab07_tensor_parallel", "copy_to_tp", picture=lab.picture("copy_to_tp"))
+check_your_work("lab07_tensor_parallel", "copy_to_tp")
 
 # %%
-check_your_work("lab07_tensor_parallel", "reduce_from_tp", picture=lab.picture("reduce_from_tp"))
+check_your_work("lab07_tensor_parallel", "reduce_from_tp")
 
 # %%
-check_your_work("lab07_tensor_parallel", "column_parallel_linear", picture=lab.picture("column_parallel_linear"))
+check_your_work("lab07_tensor_parallel", "column_parallel_linear")
 
 # %%
-check_your_work("lab07_tensor_parallel", "row_parallel_linear", picture=lab.picture("row_parallel_linear"))
+check_your_work("lab07_tensor_parallel", "row_parallel_linear")
 
 # %% [markdown]
 # Ours, for comparison once yours pass — f, g, and the two layers' `forward`s (labkit's layers
@@ -201,8 +201,7 @@ claim("with 2 layers: 2L + 1 = 5 all-reduces of b·s·h forward and 5 backward, 
 # ### Exercise 5: `vocab_parallel_cross_entropy`
 
 # %%
-check_your_work("lab07_tensor_parallel", "vocab_parallel_cross_entropy",
-                picture=lab.picture("vocab_parallel_cross_entropy"))
+check_your_work("lab07_tensor_parallel", "vocab_parallel_cross_entropy")
 
 # %% [markdown]
 # ## 5. Sequence parallelism: same bytes, fewer activations
@@ -353,7 +352,7 @@ claim("an inner rank sends twice what an edge rank sends", ct.rows[3][4] == 2 * 
 # then grades it.
 
 # %%
-check_your_work("lab07_tensor_parallel", "halo_bytes_per_rank", picture=lab.picture("halo_bytes_per_rank"))
+check_your_work("lab07_tensor_parallel", "halo_bytes_per_rank")
 
 # %% [markdown]
 # **By channels.** Give each rank a quarter of the *output* channels: it needs the whole input and

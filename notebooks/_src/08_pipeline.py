@@ -198,7 +198,7 @@ claim("the broken schedule is refused, naming the first dependency", refused is 
 # grader runs that exercise's tests. Until you write it, it says so.
 
 # %%
-check_your_work("lab08_pipeline", "schedule_1f1b", picture=lab.picture("schedule_1f1b"))
+check_your_work("lab08_pipeline", "schedule_1f1b")
 
 # %% [markdown]
 # Ours, for comparison (one rank's list; `schedule("1f1b", p, m)` collects it for every rank):
@@ -295,7 +295,7 @@ claim("v = 2 holds 11 half-size sets, 5.5 rank-shares", pk[("interleaved_1f1b", 
 # `Fraction`. The picture compares yours with the simulator on six configurations.
 
 # %%
-check_your_work("lab08_pipeline", "bubble_fraction", picture=lab.picture("bubble_fraction"))
+check_your_work("lab08_pipeline", "bubble_fraction")
 
 # %% [markdown]
 # ### Zero bubble: split the backward
@@ -452,7 +452,7 @@ claim("every schedule's loss and gradients equal one process's and PyTorch's", a
 # timeline and compares loss and gradients with one process.
 
 # %%
-check_your_work("lab08_pipeline", "stage_backward", picture=lab.picture("stage_backward"))
+check_your_work("lab08_pipeline", "stage_backward")
 
 # %% [markdown]
 # ### Measured timeline vs simulated
@@ -628,7 +628,7 @@ display(HTML(figure_to_html(V.gantt(dp, "DualPipe PP=4 m=8 (virtual stage 0: ent
 # your slices really take with the one you return; all times are exact fractions.
 
 # %%
-check_your_work("lab08_pipeline", "optimal_slicing", picture=lab.picture("optimal_slicing"))
+check_your_work("lab08_pipeline", "optimal_slicing")
 
 # %% [markdown]
 # **Predict first:** a sequence of L = 32 blocks of tokens on K = 8 stages. Will the best slices

@@ -318,7 +318,7 @@ claim("without it, dropout draws new masks and the gradients are wrong",
 # the closed form), draws your step's memory, and grades it.
 
 # %%
-check_your_work("lab09_memory", "checkpointed_forward", picture=lab.picture("checkpointed_forward"))
+check_your_work("lab09_memory", "checkpointed_forward")
 
 # %% [markdown]
 # Ours, for comparison (the RNG states of CUDA devices are saved too, once CUDA is in use):
@@ -431,7 +431,7 @@ claim("selective checkpointing keeps and recomputes exactly the sums",
 # The grader checks the budget and the optimum on random cases of up to 12 tensors.
 
 # %%
-check_your_work("lab09_memory", "checkpoint_policy", picture=lab.picture("checkpoint_policy"))
+check_your_work("lab09_memory", "checkpoint_policy")
 
 # %% [markdown]
 # ## 6. Gradient accumulation
@@ -799,7 +799,7 @@ lifetime_player((64, 64, 64, 64), 8)
 # The cell below runs yours on the three chains above, next to the measured peaks, then grades it.
 
 # %%
-check_your_work("lab09_memory", "forward_only_peak", picture=lab.picture("forward_only_peak"))
+check_your_work("lab09_memory", "forward_only_peak")
 
 # %% [markdown]
 # ### 12.2 The KV cache
@@ -848,7 +848,7 @@ claim("grouped-query attention makes Llama 2 70B's cache smaller than Llama 2 7B
 # shapes, then grades it.
 
 # %%
-check_your_work("lab09_memory", "kv_cache_bytes", picture=lab.picture("kv_cache_bytes"))
+check_your_work("lab09_memory", "kv_cache_bytes")
 
 # %% [markdown]
 # ### 12.3 Activations of a small CNN and an RNN

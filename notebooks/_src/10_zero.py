@@ -295,7 +295,7 @@ claim("every parameter is sharded on dim 0, 1-D ones included", all(r[2] == "S(0
 # In `exercises/lab10_zero.py`, write the per-rank bytes of section 1 for any stage and byte sizes.
 
 # %%
-check_your_work("lab10_zero", "model_state_bytes", picture=lab.picture("model_state_bytes"))
+check_your_work("lab10_zero", "model_state_bytes")
 
 # %% [markdown]
 # Ours, for comparison:
@@ -312,7 +312,7 @@ show(model_state_bytes)
 # padding) against one process, and shows how much state each rank kept.
 
 # %%
-check_your_work("lab10_zero", "zero1_step", picture=lab.picture("zero1_step"))
+check_your_work("lab10_zero", "zero1_step")
 
 # %% [markdown]
 # Ours, for comparison: `ShardedOptimizer.step`, the same three moves on buckets of a real model.
@@ -329,7 +329,7 @@ show(ShardedOptimizer.step)
 # leaves behind.
 
 # %%
-check_your_work("lab10_zero", "fsdp_linear", picture=lab.picture("fsdp_linear"))
+check_your_work("lab10_zero", "fsdp_linear")
 
 # %% [markdown]
 # Ours, for comparison: how our `FSDP` keeps a note instead of a gathered weight for backward.

@@ -97,7 +97,7 @@ claim("the pipeline sends the fewest bytes of the three", gb["pp"] < gb["dp"] < 
 # nodes your tp groups span.
 
 # %%
-check_your_work("lab11_parallel3d", "rank_coords", picture=lab.picture("rank_coords"))
+check_your_work("lab11_parallel3d", "rank_coords")
 
 # %% [markdown]
 # ### Exercise 2: `group_ranks`
@@ -105,7 +105,7 @@ check_your_work("lab11_parallel3d", "rank_coords", picture=lab.picture("rank_coo
 # The ranks of a rank's dp, tp or pp group: those that differ from it in that one coordinate only.
 
 # %%
-check_your_work("lab11_parallel3d", "group_ranks", picture=lab.picture("group_ranks"))
+check_your_work("lab11_parallel3d", "group_ranks")
 
 # %% [markdown]
 # ## 2. Training on a real 3D grid
@@ -201,7 +201,7 @@ claim("FlopCounterMode and the formula agree exactly", all(row[1] == row[2] for 
 # In `exercises/lab11_parallel3d.py`, this section's count, from the layer sizes.
 
 # %%
-check_your_work("lab11_parallel3d", "flops_per_iteration", picture=lab.picture("flops_per_iteration"))
+check_your_work("lab11_parallel3d", "flops_per_iteration")
 
 # %% [markdown]
 # ## 4. Memory per GPU, and two common mistakes
@@ -240,7 +240,7 @@ claim("and its activations pp = 8 times too small", abs(shrink - 8) < 1e-9, f"{s
 # Ψ/(tp·pp) parameters with ZeRO, and min(m, pp) micro-batches of l/pp layers.
 
 # %%
-check_your_work("lab11_parallel3d", "fits_in_memory", picture=lab.picture("fits_in_memory"))
+check_your_work("lab11_parallel3d", "fits_in_memory")
 
 # %% [markdown]
 # ## 5. The planner
@@ -661,7 +661,7 @@ print(CL.stage_partition_table(costs, stages=4))
 # ours on the measured times.
 
 # %%
-check_your_work("lab11_parallel3d", "partition_stages", picture=lab.picture("partition_stages"))
+check_your_work("lab11_parallel3d", "partition_stages")
 
 # %% [markdown]
 # The same idea chooses, layer by layer, how to split each matrix — replicated, by columns, or by

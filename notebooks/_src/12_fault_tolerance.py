@@ -150,7 +150,7 @@ claim("the damaged file is moved aside into the quarantine, not deleted",
 # gives points for both.
 
 # %%
-check_your_work("lab12_fault_tolerance", "atomic_save", picture=lab.picture("atomic_save"))
+check_your_work("lab12_fault_tolerance", "atomic_save")
 
 # %% [markdown]
 # ## 3. A resume that repeats the run bit for bit
@@ -214,7 +214,7 @@ claim("every left-out state also changes the parameters and the optimizer state"
 # The grader checks CUDA's generators too: on a CPU machine it plays them with a stand-in.
 
 # %%
-check_your_work("lab12_fault_tolerance", "resume_state", picture=lab.picture("resume_state"))
+check_your_work("lab12_fault_tolerance", "resume_state")
 
 # %% [markdown]
 # ## 4. A rank dies; the job goes on
@@ -378,10 +378,10 @@ lab.job_timeline_widget()
 # ### Exercises 3 and 4: `young_interval`, `simulate_wall_time`
 
 # %%
-check_your_work("lab12_fault_tolerance", "young_interval", picture=lab.picture("young_interval"))
+check_your_work("lab12_fault_tolerance", "young_interval")
 
 # %%
-check_your_work("lab12_fault_tolerance", "simulate_wall_time", picture=lab.picture("simulate_wall_time"))
+check_your_work("lab12_fault_tolerance", "simulate_wall_time")
 
 # %% [markdown]
 # ## 7. Without checkpoints: checksums and votes
@@ -415,7 +415,7 @@ claim("the overhead is under 1 % from n = 256", over[256] < 1 and over[1024] < 1
 # ### Exercise 5: `abft_locate`
 
 # %%
-check_your_work("lab12_fault_tolerance", "abft_locate", picture=lab.picture("abft_locate"))
+check_your_work("lab12_fault_tolerance", "abft_locate")
 
 # %% [markdown]
 # **Replication with voting**: run three copies and take the majority (triple modular redundancy,
@@ -604,7 +604,7 @@ lab.tiers_widget(hierarchical.peer_ranks(8, 2), 2)
 # node by node, the ranks a node's loss would send back to the disk.
 
 # %%
-check_your_work("lab12_fault_tolerance", "peer_ranks", picture=lab.picture("peer_ranks"))
+check_your_work("lab12_fault_tolerance", "peer_ranks")
 
 # %% [markdown]
 # ### 10.2 Expected wall time: one level against three

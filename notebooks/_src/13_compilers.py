@@ -151,7 +151,7 @@ claim("the one-pass mode is the faster one in both cases", race.column("faster")
 # rules with ours to 10⁻¹² on its own inputs.
 
 # %%
-check_your_work("lab13_compilers", "vjp", picture=lab.picture("vjp"))
+check_your_work("lab13_compilers", "vjp")
 fd_ours = lab.vjp_picture(vjp)
 worst = max(float(r[4]) for r in fd_ours.rows)
 claim_between("our rules agree with central differences to about 1e-9", worst, 0, 1e-8)
@@ -237,7 +237,7 @@ claim("ours keeps it, and the output", ours_ok, "torch.equal: True")
 # Remove unused nodes — but not those with side effects.
 
 # %%
-check_your_work("lab13_compilers", "dead_code_elimination", picture=lab.picture("dead_code_elimination"))
+check_your_work("lab13_compilers", "dead_code_elimination")
 
 # %% [markdown]
 # Ours, for comparison (after your check, not before):
@@ -251,7 +251,7 @@ show(dead_code_elimination)
 # Compute once what depends only on constants (buffers, not trainable parameters).
 
 # %%
-check_your_work("lab13_compilers", "constant_folding", picture=lab.picture("constant_folding"))
+check_your_work("lab13_compilers", "constant_folding")
 
 # %% [markdown]
 # ### Exercise 4: `common_subexpression_elimination`
@@ -259,8 +259,7 @@ check_your_work("lab13_compilers", "constant_folding", picture=lab.picture("cons
 # Merge repeated computations — only when arguments, keyword arguments and literal types all match.
 
 # %%
-check_your_work("lab13_compilers", "common_subexpression_elimination",
-                picture=lab.picture("common_subexpression_elimination"))
+check_your_work("lab13_compilers", "common_subexpression_elimination")
 
 # %% [markdown]
 # **A rewrite search.** TASO (Jia et al., 2019) finds its rewrite rules in two steps. It enumerates
@@ -393,7 +392,7 @@ claim("clip_by_norm: two graphs and one break, at .item()", (clip.graphs, clip.b
 # `clip_by_norm`'s on inputs above and below the norm, an all-zero one among them.
 
 # %%
-check_your_work("lab13_compilers", "clip_without_breaks", picture=lab.picture("clip_without_breaks"))
+check_your_work("lab13_compilers", "clip_without_breaks")
 
 # %% [markdown]
 # ### AOTAutograd: one graph for forward and backward
@@ -616,7 +615,7 @@ display(Markdown(landscape.table()))
 # choice of loop order and layout decides on a GPU.
 
 # %%
-check_your_work("lab13_compilers", "transactions", picture=lab.picture("transactions"))
+check_your_work("lab13_compilers", "transactions")
 
 # %% [markdown]
 # ## 8. Worked problems

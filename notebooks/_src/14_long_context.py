@@ -90,7 +90,7 @@ claim_between("block by block equals softmax at once", b["max_diff"], 0, 1e-12)
 # blocks above and on a row masked in its first block.
 
 # %%
-check_your_work("lab14_long_context", "softmax_step", picture=lab.picture("softmax_step"))
+check_your_work("lab14_long_context", "softmax_step")
 
 # %% [markdown]
 # ## 3. Ring attention
@@ -182,7 +182,7 @@ claim_close("zig-zag chunks: every rank does the same work", zigzag[3], 1.0, rel
 # attention.
 
 # %%
-check_your_work("lab14_long_context", "all_to_all_4d", picture=lab.picture("all_to_all_4d"))
+check_your_work("lab14_long_context", "all_to_all_4d")
 
 # %% [markdown]
 # Ours, and Ulysses built on it:
@@ -272,7 +272,7 @@ claim("the rule agrees with DTensor on all 16 pairs", all(a == "yes" for a in pt
 # Write that rule for any two-operand einsum. The cell prints your answers next to DTensor's.
 
 # %%
-check_your_work("lab14_long_context", "einsum_placement", picture=lab.picture("einsum_placement"))
+check_your_work("lab14_long_context", "einsum_placement")
 
 # %% [markdown]
 # On a mesh the rule applies to each mesh dimension separately — with one catch. A letter cut
@@ -337,7 +337,7 @@ claim("the 2-D layout sends less from a 5 x 5 mesh on (f = 4h)", mlp.crossover(h
 # reaches the router. The cell compares yours with the formula on two routers.
 
 # %%
-check_your_work("lab14_long_context", "load_balancing_loss", picture=lab.picture("load_balancing_loss"))
+check_your_work("lab14_long_context", "load_balancing_loss")
 
 # %% [markdown]
 # Ours, and the z-loss:
