@@ -1,0 +1,315 @@
+"""Instructor mode, part 1: each lab's slide plan, and its static slides.
+
+Every built notebook carries reveal.js slideshow metadata (``cell.metadata.slideshow.slide_type``),
+which JupyterLab's RISE extension presents live and ``nbconvert --to slides`` exports. The plan is
+made by rules from the built notebook (cells and saved outputs), so a lab's source needs no
+per-cell markup; it is the lab's **demo path**, a 10-15 minute lecture:
+
+1. the title cell (the learning objectives): a slide;
+2. the key pictures: code cells whose output is a widget, then those showing a static picture
+   (PNG, SVG, an ``<img>`` or ``<svg>`` in HTML), each in notebook order, as many as keep the
+   lecture within `TARGET_S` (at least one, at most `MAX_PICTURES`); each is a subslide after the
+   markdown just before it (its context, a slide);
+3. one predict-first question: the first markdown cell after the title that asks "**Predict
+   first**" and is followed by a code cell; the question is a slide, the code cell that measures
+   the answer a subslide;
+4. the summary (the markdown cell with a ``## Summary`` heading): a slide.
+
+Every other cell (set-up, long code, tables, exercises, worked problems) is ``skip``: it stays in
+the notebook, not in the slides. One cell's rule is overridden from the source by a key on its
+jupytext marker, e.g. ``# %% slide="fragment"``, with a reveal.js slide type (`SLIDE_TYPES`).
+
+``estimated_seconds`` turns a plan into presenting time with a stated model (`SPEAK_S_PER_WORD` and
+friends): what the README's demo-path table quotes.
+
+``python -m labkit.slides stamp notebooks/NN_*.ipynb`` re-applies the plan to built notebooks
+without running them (after a merge, say); ``python -m labkit.slides export [--lab 05]`` writes
+static reveal.js slides to ``build/slides/`` (see `export`).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+SLIDE_TYPES = ("slide", "subslide", "fragment", "notes", "skip", "-")
+MAX_PICTURES = 4
+TARGET_S = 15 * 60     # the longest a lab's demo path should take to present (seconds)
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+# The presenting-time model (seconds): the instructor says about as much as a shown text holds at a
+# speaking pace of 150 words a minute, lets a class think over a prediction, and explains a picture.
+SPEAK_S_PER_WORD = 0.4
+MIN_TEXT_S = 20
+PICTURE_S = 60
+WIDGET_S = 120         # play the animation through once, pausing on a step or two
+ANSWER_S = 45          # the measured answer: read the numbers and the check
+THINK_S = 60           # the class writes its prediction down
+
+
+class UsageError(Exception):
+    """Bad command-line input (an unknown lab, a missing build): printed as one line, exit status 2."""
+
+
+def lab_notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def find_lab(lab: str | None) -> list[Path]:
+    """The built notebooks of ``lab`` ("05", "5") or of every lab (None); UsageError if unknown."""
+    all_labs = lab_notebooks()
+    if lab is None or lab == "":
+        return all_labs
+    hit = [p for p in all_labs if lab.isdigit() and p.name[:2] == f"{int(lab):02d}"]
+    if not hit:
+        raise UsageError(f"LAB={lab}: unknown lab; the labs are {', '.join(p.name[:2] for p in all_labs)}")
+    return hit
+
+
+def _source(cell) -> str:
+    return cell.source if isinstance(cell.source, str) else "".join(cell.source)
+
+
+def picture_kind(cell) -> str | None:
+    """'widget' or 'picture' for a code cell whose saved output shows one, else None."""
+    if cell.cell_type != "code":
+        return None
+    kind = None
+    for out in cell.get("outputs", []):
+        data = out.get("data", {})
+        if WIDGET_MIME in data:
+            return "widget"
+        html = data.get("text/html", "")
+        html = html if isinstance(html, str) else "".join(html)
+        if "image/png" in data or "image/svg+xml" in data or "<img" in html or "<svg" in html:
+            kind = "picture"
+    return kind
+
+
+def _is_summary(cell) -> bool:
+    return cell.cell_type == "markdown" and re.search(r"^## Summary\b", _source(cell), re.M) is not None
+
+
+def plan(nb) -> list[str]:
+    """The slide type of each cell of a built notebook: the rules of this module's docstring."""
+    cells = nb.cells
+    kinds = ["skip"] * len(cells)
+    if not cells:
+        return kinds
+    kinds[0] = "slide"
+    for i, cell in enumerate(cells[1:-1], start=1):
+        if cell.cell_type == "markdown" and "**Predict first" in _source(cell) \
+                and cells[i + 1].cell_type == "code":
+            kinds[i], kinds[i + 1] = "slide", "subslide"
+            break
+    for i, cell in enumerate(cells):
+        if _is_summary(cell):
+            kinds[i] = "slide"
+    overrides = {}
+    for i, cell in enumerate(cells):   # explicit overrides from the source
+        override = cell.metadata.get("slide")
+        if override is not None:
+            if override not in SLIDE_TYPES:
+                raise ValueError(f"cell {i}: slide={override!r} is not one of {', '.join(SLIDE_TYPES)}")
+            overrides[i] = override
+
+    def with_overrides(kinds):
+        return [overrides.get(i, k) for i, k in enumerate(kinds)]
+
+    pictures = [i for i, c in enumerate(cells) if picture_kind(c) == "widget"]
+    pictures += [i for i, c in enumerate(cells) if picture_kind(c) == "picture"]
+    for n, i in enumerate(pictures[:MAX_PICTURES]):
+        if kinds[i] != "skip":
+            continue
+        trial = list(kinds)
+        trial[i] = "subslide"
+        if i > 0 and cells[i - 1].cell_type == "markdown" and trial[i - 1] == "skip":
+            trial[i - 1] = "slide"   # the markdown just before a picture opens its slide
+        if n > 0 and _seconds(cells, with_overrides(trial)) > TARGET_S:
+            break
+        kinds = trial
+    return with_overrides(kinds)
+
+
+def stamp(nb):
+    """Write `plan`'s slide types into ``nb``'s cells (in place) and return ``nb``."""
+    for cell, kind in zip(nb.cells, plan(nb)):
+        cell.metadata["slideshow"] = {"slide_type": kind}
+    return nb
+
+
+def restamp(nb, source_nb):
+    """`stamp` a built notebook again with the ``slide`` overrides its source (``source_nb``, as
+    `labkit.nbbuild.read_source` reads it) now gives, matched by cell text, without running it."""
+    overrides = {(c.cell_type, _source(c)): c.metadata.get("slide") for c in source_nb.cells}
+    for cell in nb.cells:
+        override = overrides.get((cell.cell_type, _source(cell)))
+        if override is None:
+            cell.metadata.pop("slide", None)
+        else:
+            cell.metadata["slide"] = override
+    return stamp(nb)
+
+
+def slide_count(nb) -> int:
+    """Slides and subslides: the screens a presenter steps through (fragments build within one)."""
+    return sum(c.metadata.get("slideshow", {}).get("slide_type") in ("slide", "subslide") for c in nb.cells)
+
+
+def _spoken_words(cell) -> int:
+    """Words of a markdown cell an instructor presents: a summary cell's further reading and
+    exercise list are shown, not talked through."""
+    text = _source(cell)
+    if _is_summary(cell):
+        text = re.split(r"^## Summary\b", text, flags=re.M)[1]
+        text = re.split(r"^## ", text, flags=re.M)[0]
+    return len(text.split())
+
+
+def _seconds(cells, kinds) -> float:
+    total = 0.0
+    for cell, kind in zip(cells, kinds):
+        if kind in ("skip", "notes"):
+            continue
+        if cell.cell_type == "markdown":
+            total += max(MIN_TEXT_S, SPEAK_S_PER_WORD * _spoken_words(cell))
+            total += THINK_S if "**Predict first" in _source(cell) else 0
+        else:
+            pic = picture_kind(cell)
+            total += WIDGET_S if pic == "widget" else PICTURE_S if pic else ANSWER_S
+    return total
+
+
+def estimated_seconds(nb) -> float:
+    """Presenting time of ``nb``'s stamped demo path under this module's time model (seconds)."""
+    return _seconds(nb.cells, [c.metadata.get("slideshow", {}).get("slide_type", "-") for c in nb.cells])
+
+
+# --- static slides --------------------------------------------------------------------------------
+
+# Front-end files the static slides load, from the npm registry (pinned; fetched once with npm into
+# build/slides/_assets): package@version -> {file in the package: name under _assets}. reveal.js
+# 4.0.2 is the version nbconvert's reveal template is written for; html-manager 1.x renders the saved
+# state of ipywidgets 8 widgets.
+ASSETS = {
+    "reveal.js@4.0.2": {"dist": "reveal.js/dist", "plugin/notes": "reveal.js/plugin/notes"},
+    "requirejs@2.3.7": {"require.js": "require.js"},
+    "jquery@3.7.1": {"dist/jquery.min.js": "jquery.min.js"},
+    "@jupyter-widgets/html-manager@1.0.15": {"dist/embed-amd.js": "embed-amd.js"},
+}
+
+
+def fetch_assets(folder: Path) -> Path:
+    """``folder``/_assets with `ASSETS` in it, fetched with ``npm pack`` unless already there."""
+    assets = folder / "_assets"
+    stamp_file = assets / ".complete"
+    if stamp_file.exists() and stamp_file.read_text() == repr(sorted(ASSETS)):
+        return assets
+    npm = shutil.which("npm")
+    if npm is None:
+        raise UsageError("make slides needs npm once, to fetch reveal.js and the widget renderer "
+                         "(make setup installs it where apt-get works)")
+    shutil.rmtree(assets, ignore_errors=True)
+    assets.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec, files in ASSETS.items():
+            run = subprocess.run([npm, "pack", spec, "--silent", "--pack-destination", tmp],
+                                 capture_output=True, text=True, timeout=300)
+            if run.returncode != 0:
+                last = (run.stderr.strip().splitlines() or ["no message"])[-1]
+                raise UsageError(f"npm pack {spec} failed: {last}")
+            tgz = Path(tmp) / run.stdout.strip().splitlines()[-1]
+            with tarfile.open(tgz) as tar:
+                members = tar.getmembers()
+                for inside, name in files.items():
+                    prefix = f"package/{inside}"
+                    chosen = [m for m in members if m.isfile() and (m.name == prefix or m.name.startswith(prefix + "/"))]
+                    if not chosen:
+                        raise UsageError(f"npm package {spec} has no {inside}")
+                    for m in chosen:
+                        target = assets / name / m.name[len(prefix) + 1:] if m.name != prefix else assets / name
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(tar.extractfile(m).read())
+    stamp_file.write_text(repr(sorted(ASSETS)))
+    return assets
+
+
+def export(notebook: Path, folder: Path) -> Path:
+    """``folder``/<lab>.slides.html: the notebook's demo path as static reveal.js slides.
+
+    The saved outputs and widget state are rendered as saved (no kernel): pictures show, widgets
+    show their saved frame. Every script and style sheet is a local file under ``folder``/_assets,
+    so the slides work offline from a file URL; code cells' inputs are left out.
+    """
+    from nbconvert import SlidesExporter
+
+    assets = fetch_assets(folder)
+    nb = nbformat.read(notebook, as_version=4)
+    if not any("slideshow" in c.metadata for c in nb.cells):
+        raise UsageError(f"{notebook.name} has no slideshow metadata: run make notebooks (or "
+                         f"python -m labkit.slides stamp {notebook.relative_to(ROOT)})")
+    rel = assets.name
+    exporter = SlidesExporter(
+        reveal_url_prefix=f"{rel}/reveal.js", reveal_scroll=True, reveal_transition="none",
+        require_js_url=f"{rel}/require.js", jquery_url=f"{rel}/jquery.min.js",
+        widget_renderer_url=f"{rel}/embed-amd.js", mathjax_url=f"{rel}/no-mathjax.js",
+        exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    (assets / "no-mathjax.js").write_text("// the labs write no TeX: MathJax is not loaded\n")
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
+    out = folder / f"{notebook.stem}.slides.html"
+    out.write_text(body)
+    return out
+
+
+def remote_urls(html: str) -> list[str]:
+    """The http(s) addresses ``html`` loads scripts, style sheets or pictures from (should be none)."""
+    return re.findall(r"""(?:src|href)\s*=\s*["'](https?://[^"']+)""", html) + \
+        re.findall(r"""@import\s+url\(["']?(https?://[^)"']+)""", html)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit.slides", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    st = sub.add_parser("stamp", help="re-apply the slide plan to built notebooks (no execution)")
+    st.add_argument("notebooks", nargs="*", type=Path)
+    ex = sub.add_parser("export", help="static reveal.js slides under build/slides/")
+    ex.add_argument("--lab", default=None)
+    ex.add_argument("--out", type=Path, default=ROOT / "build" / "slides")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "stamp":
+            from labkit.nbbuild import read_source
+
+            for path in args.notebooks or lab_notebooks():
+                nb = nbformat.read(path, as_version=4)
+                before = copy.deepcopy(nb)
+                src = NOTEBOOKS / "_src" / f"{path.stem}.py"
+                if not src.exists():
+                    raise UsageError(f"{path}: no source {src.relative_to(ROOT)}")
+                if restamp(nb, read_source(src)) != before:
+                    nbformat.write(nb, path)
+                print(f"{path.name}: {slide_count(nb)} slides, about {estimated_seconds(nb) / 60:.1f} min")
+            return 0
+        notebooks = find_lab(args.lab)
+        args.out.mkdir(parents=True, exist_ok=True)
+        for path in notebooks:
+            out = export(path, args.out)
+            print(f"wrote {out} ({slide_count(nbformat.read(path, as_version=4))} slides)")
+        return 0
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
