@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import fnmatch
 import re
 import shutil
 import subprocess
@@ -38,6 +39,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+import jinja2
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,73 +200,105 @@ def estimated_seconds(nb) -> float:
 # --- static slides --------------------------------------------------------------------------------
 
 # Front-end files the static slides load, from the npm registry (pinned; fetched once with npm into
-# build/slides/_assets): package@version -> {file in the package: name under _assets}. reveal.js
-# 4.0.2 is the version nbconvert's reveal template is written for; html-manager 1.x renders the saved
-# state of ipywidgets 8 widgets.
+# build/slides/): package@version -> [(folder or file in the package, where it goes relative to the
+# slides, which of its files)]. reveal.js 4.0.2 is the version nbconvert's reveal template is
+# written for; html-manager 1.x renders the saved state of ipywidgets 8 widgets and looks for its
+# icon fonts both beside itself and two folders up.
+FONTS = ("*.woff2", "*.woff", "*.ttf")
 ASSETS = {
-    "reveal.js@4.0.2": {"dist": "reveal.js/dist", "plugin/notes": "reveal.js/plugin/notes"},
-    "requirejs@2.3.7": {"require.js": "require.js"},
-    "jquery@3.7.1": {"dist/jquery.min.js": "jquery.min.js"},
-    "@jupyter-widgets/html-manager@1.0.15": {"dist/embed-amd.js": "embed-amd.js"},
+    "reveal.js@4.0.2": [("dist", "_assets/reveal.js/dist", ("*",)),
+                        ("plugin/notes", "_assets/reveal.js/plugin/notes", ("*",))],
+    "requirejs@2.3.7": [("require.js", "_assets/require.js", ("*",))],
+    "jquery@3.7.1": [("dist/jquery.min.js", "_assets/jquery.min.js", ("*",))],
+    "@jupyter-widgets/html-manager@1.0.15": [
+        ("dist", "@jupyter-widgets/html-manager/dist", ("embed-amd.js", "*.LICENSE.txt") + FONTS),
+        ("dist", "@jupyter-widgets", FONTS)],
 }
+WIDGET_RENDERER = "@jupyter-widgets/html-manager/dist/embed-amd.js"
 
 
-def fetch_assets(folder: Path) -> Path:
-    """``folder``/_assets with `ASSETS` in it, fetched with ``npm pack`` unless already there."""
-    assets = folder / "_assets"
-    stamp_file = assets / ".complete"
-    if stamp_file.exists() and stamp_file.read_text() == repr(sorted(ASSETS)):
-        return assets
+def fetch_assets(folder: Path) -> None:
+    """Put `ASSETS` under ``folder``, fetched with ``npm pack`` unless already there."""
+    done = folder / "_assets" / ".complete"
+    if done.exists() and done.read_text() == repr(ASSETS):
+        return
     npm = shutil.which("npm")
     if npm is None:
         raise UsageError("make slides needs npm once, to fetch reveal.js and the widget renderer "
                          "(make setup installs it where apt-get works)")
-    shutil.rmtree(assets, ignore_errors=True)
-    assets.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for spec, files in ASSETS.items():
+        for spec, entries in ASSETS.items():
             run = subprocess.run([npm, "pack", spec, "--silent", "--pack-destination", tmp],
                                  capture_output=True, text=True, timeout=300)
             if run.returncode != 0:
                 last = (run.stderr.strip().splitlines() or ["no message"])[-1]
                 raise UsageError(f"npm pack {spec} failed: {last}")
-            tgz = Path(tmp) / run.stdout.strip().splitlines()[-1]
-            with tarfile.open(tgz) as tar:
-                members = tar.getmembers()
-                for inside, name in files.items():
+            with tarfile.open(Path(tmp) / run.stdout.strip().splitlines()[-1]) as tar:
+                files = [m for m in tar.getmembers() if m.isfile()]
+                for inside, name, keep in entries:
                     prefix = f"package/{inside}"
-                    chosen = [m for m in members if m.isfile() and (m.name == prefix or m.name.startswith(prefix + "/"))]
+                    if any(m.name == prefix for m in files):      # a single file
+                        chosen = {folder / name: m for m in files if m.name == prefix}
+                    else:
+                        chosen = {folder / name / m.name[len(prefix) + 1:]: m for m in files
+                                  if m.name.startswith(prefix + "/")
+                                  and any(fnmatch.fnmatch(Path(m.name).name, k) for k in keep)}
                     if not chosen:
                         raise UsageError(f"npm package {spec} has no {inside}")
-                    for m in chosen:
-                        target = assets / name / m.name[len(prefix) + 1:] if m.name != prefix else assets / name
+                    for target, m in chosen.items():
                         target.parent.mkdir(parents=True, exist_ok=True)
                         target.write_bytes(tar.extractfile(m).read())
-    stamp_file.write_text(repr(sorted(ASSETS)))
-    return assets
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(repr(ASSETS))
+
+
+# nbconvert's reveal template with three changes: it loads nothing from a CDN that the labs do not
+# use (MathJax: the labs write no TeX; Mermaid: no diagrams, and an ES module would not load from a
+# file URL anyway); a slide taller than the screen scrolls; and `window.Reveal` is set, for the
+# browser tests (under require.js reveal.js defines no global).
+OFFLINE_TEMPLATE = """{%- extends 'reveal/index.html.j2' -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_css -%}
+{{ super() }}
+<style>.reveal { font-size: 30px; } .reveal .slides section { height: 100%; overflow-y: auto; }</style>
+{%- endblock html_head_css -%}
+{% block footer_js %}
+<script>
+require(["{{ resources.reveal.url_prefix }}/dist/reveal.js", "{{ resources.reveal.url_prefix }}/plugin/notes/notes.js"],
+  function (Reveal, RevealNotes) {
+    window.Reveal = Reveal;
+    Reveal.initialize({controls: true, progress: true, history: true, center: false,
+                       transition: "{{ resources.reveal.transition }}", slideNumber: true,
+                       plugins: [RevealNotes]});
+  });
+</script>
+{% endblock footer_js %}
+"""
 
 
 def export(notebook: Path, folder: Path) -> Path:
     """``folder``/<lab>.slides.html: the notebook's demo path as static reveal.js slides.
 
     The saved outputs and widget state are rendered as saved (no kernel): pictures show, widgets
-    show their saved frame. Every script and style sheet is a local file under ``folder``/_assets,
+    show their saved frame. Every script, style sheet and font is a local file under ``folder``,
     so the slides work offline from a file URL; code cells' inputs are left out.
     """
     from nbconvert import SlidesExporter
 
-    assets = fetch_assets(folder)
+    fetch_assets(folder)
     nb = nbformat.read(notebook, as_version=4)
     if not any("slideshow" in c.metadata for c in nb.cells):
         raise UsageError(f"{notebook.name} has no slideshow metadata: run make notebooks (or "
                          f"python -m labkit.slides stamp {notebook.relative_to(ROOT)})")
-    rel = assets.name
+    rel = "_assets"
     exporter = SlidesExporter(
-        reveal_url_prefix=f"{rel}/reveal.js", reveal_scroll=True, reveal_transition="none",
+        extra_loaders=[jinja2.DictLoader({"labkit_offline_slides.html.j2": OFFLINE_TEMPLATE})],
+        template_file="labkit_offline_slides.html.j2",
+        reveal_url_prefix=f"{rel}/reveal.js", reveal_transition="none", reveal_theme="white",
         require_js_url=f"{rel}/require.js", jquery_url=f"{rel}/jquery.min.js",
-        widget_renderer_url=f"{rel}/embed-amd.js", mathjax_url=f"{rel}/no-mathjax.js",
+        widget_renderer_url=WIDGET_RENDERER,
         exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    (assets / "no-mathjax.js").write_text("// the labs write no TeX: MathJax is not loaded\n")
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
     out = folder / f"{notebook.stem}.slides.html"
     out.write_text(body)
@@ -272,9 +306,10 @@ def export(notebook: Path, folder: Path) -> Path:
 
 
 def remote_urls(html: str) -> list[str]:
-    """The http(s) addresses ``html`` loads scripts, style sheets or pictures from (should be none)."""
-    return re.findall(r"""(?:src|href)\s*=\s*["'](https?://[^"']+)""", html) + \
-        re.findall(r"""@import\s+url\(["']?(https?://[^)"']+)""", html)
+    """The http(s) addresses ``html`` loads scripts, style sheets, pictures or modules from (links a
+    reader may follow are not loads)."""
+    tags = r"""<(?:script|img|iframe|link)\b[^>]*?\b(?:src|href)\s*=\s*["'](https?://[^"']+)"""
+    return re.findall(tags, html) + re.findall(r"""(?:@import\s+url\(|\bimport\b[^;'"]*)["']?(https?://[^)"']+)""", html)
 
 
 def main(argv: list[str]) -> int:

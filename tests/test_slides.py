@@ -103,6 +103,8 @@ def test_unknown_lab_is_one_line_and_exit_2():
 
 
 def test_remote_urls_finds_what_would_need_the_network():
-    page = ('<script src="_assets/require.js"></script><link href="https://unpkg.com/x.css">'
-            "<style>@import url('http://fonts/a.css');</style><img src='data:image/png;base64,AA'>")
-    assert slides.remote_urls(page) == ["https://unpkg.com/x.css", "http://fonts/a.css"]
+    page = ('<script src="_assets/require.js"></script><link rel="stylesheet" href="https://unpkg.com/x.css">'
+            "<style>@import url('http://fonts/a.css');</style><img src='data:image/png;base64,AA'>"
+            "<script type=module>import m from 'https://cdn/m.mjs';</script>"
+            '<a href="https://pytorch.org/docs">further reading</a>')
+    assert slides.remote_urls(page) == ["https://unpkg.com/x.css", "http://fonts/a.css", "https://cdn/m.mjs"]

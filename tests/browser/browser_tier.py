@@ -9,7 +9,10 @@ touches the checkout. For each notebook:
    ``VBox(children=...)`` text of a saved widget;
 2. Run All finishes with no error output and no console errors;
 3. every widget renders as a widget, and moving its slider (or pressing Play)
-   changes the picture.
+   changes the picture;
+4. its live slideshow (jupyterlab-rise, on the kernel that just ran it) steps
+   through every slide with no error, and each widget on a slide plays
+   (instructor_mode.py).
 Each notebook's Run All time is written to ``$LABKIT_BROWSER_TIMES`` if set.
 
 The tests are two files, even- and odd-numbered notebooks (about equal time), so that the two
@@ -169,7 +172,26 @@ def check_notebook(lab, notebook: Path) -> None:
     widgets = page.locator(f"{CURRENT} .jp-OutputArea .widget-vbox")
     if has_widgets:
         assert widgets.count() > 0, "widgets did not render"
-    for i in range(min(widgets.count(), 6)):
+    move_widgets(page, widgets, limit=6)
+    problems = [m for m in console if not any(b in m for b in BENIGN_CONSOLE)]
+    assert not problems, f"console errors: {problems[:3]}"
+    times = os.environ.get("LABKIT_BROWSER_TIMES")
+    if times:
+        with open(times, "a") as f:
+            f.write(f"{notebook.stem}\t{seconds:.1f}\n")
+
+    # 4. the live slideshow of the notebook just run (instructor mode: instructor_mode.py)
+    import instructor_mode
+
+    instructor_mode.check_live_slideshow(browser, url, notebook, page)
+    page.close()
+
+
+def move_widgets(page, widgets, limit: int = 6) -> int:
+    """Move the slider of each of the first ``limit`` widgets (VBoxes of labkit.viz.player or
+    controlled) two steps and wait until its picture changes; returns how many moved."""
+    moved = 0
+    for i in range(min(widgets.count(), limit)):
         box = widgets.nth(i)
         handle, picture = box.locator(".noUi-handle").first, box.locator(".widget-html-content").last
         if handle.count() == 0 or picture.count() == 0:
@@ -181,10 +203,5 @@ def check_notebook(lab, notebook: Path) -> None:
             page.keyboard.press("ArrowRight")
         page.wait_for_function("([el, old]) => el.innerHTML !== old", arg=[picture.element_handle(), before],
                                timeout=15_000)
-    problems = [m for m in console if not any(b in m for b in BENIGN_CONSOLE)]
-    assert not problems, f"console errors: {problems[:3]}"
-    times = os.environ.get("LABKIT_BROWSER_TIMES")
-    if times:
-        with open(times, "a") as f:
-            f.write(f"{notebook.stem}\t{seconds:.1f}\n")
-    page.close()
+        moved += 1
+    return moved
