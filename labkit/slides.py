@@ -143,10 +143,18 @@ def plan(nb) -> list[str]:
     return with_overrides(kinds)
 
 
+# The live slideshow's settings (jupyterlab-rise reads a notebook's "rise" metadata): reveal.js's
+# "white" theme has its fonts in RISE's bundle (the default, "simple", loads them from Google); a
+# slide taller than the screen scrolls; the show starts at the title whichever cell is selected.
+RISE_CONFIG = {"theme": "white", "transition": "none", "scroll": True, "start_slideshow_at": "beginning"}
+
+
 def stamp(nb):
-    """Write `plan`'s slide types into ``nb``'s cells (in place) and return ``nb``."""
+    """Write `plan`'s slide types into ``nb``'s cells and `RISE_CONFIG` into its metadata (in
+    place); returns ``nb``."""
     for cell, kind in zip(nb.cells, plan(nb)):
         cell.metadata["slideshow"] = {"slide_type": kind}
+    nb.metadata["rise"] = dict(RISE_CONFIG)
     return nb
 
 

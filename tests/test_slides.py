@@ -82,7 +82,8 @@ def test_every_lab_carries_the_plan_its_source_gives_and_presents_in_10_to_15_mi
     saved = nbformat.read(path, as_version=4)
     assert all("slideshow" in c.metadata for c in saved.cells), f"{path.name}: run make notebooks"
     want = slides.restamp(copy.deepcopy(saved), nbbuild.read_source(path.parent / "_src" / f"{path.stem}.py"))
-    assert [c.metadata for c in saved.cells] == [c.metadata for c in want.cells], \
+    assert [c.metadata for c in saved.cells] == [c.metadata for c in want.cells] and \
+        saved.metadata["rise"] == want.metadata["rise"], \
         f"{path.name}'s slide plan is stale: python -m labkit.slides stamp notebooks/{path.name}"
     kinds = [c.metadata.slideshow.slide_type for c in saved.cells]
     assert kinds[0] == "slide" and 6 <= slides.slide_count(saved) <= 14, kinds
@@ -108,3 +109,52 @@ def test_remote_urls_finds_what_would_need_the_network():
             "<script type=module>import m from 'https://cdn/m.mjs';</script>"
             '<a href="https://pytorch.org/docs">further reading</a>')
     assert slides.remote_urls(page) == ["https://unpkg.com/x.css", "http://fonts/a.css", "https://cdn/m.mjs"]
+
+
+def test_readme_names_every_labs_demo_path_with_its_slides_and_minutes():
+    readme = (slides.ROOT / "README.md").read_text().split("## For instructors", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in readme.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            rows[cells[0]] = cells[1:]
+    assert sorted(rows) == [p.name[:2] for p in LABS]
+    for path in LABS:
+        nb = nbformat.read(path, as_version=4)
+        n, minutes, path_text = rows[path.name[:2]]
+        assert (int(n), int(minutes)) == (slides.slide_count(nb), round(slides.estimated_seconds(nb) / 60)), path.stem
+        assert path_text.endswith("summary") or path.name.startswith("00"), path_text
+    for target in ("make slides", "make demo LAB=05", "Render as Reveal Slideshow", "python -m labkit.slides stamp"):
+        assert target in readme, target
+
+
+def test_demo_port_taken_or_lab_unknown_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        run = subprocess.run([sys.executable, "-m", "labkit.demo", "--lab", "05", "--port", str(port)],
+                             capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.splitlines() == [f"error: make demo: PORT={port}: 127.0.0.1:{port} is taken (address already in "
+                                       f"use); pick another, e.g. PORT={port + 1}"]
+    for args, want in ((["--lab", "99"], "error: LAB=99: unknown lab; the labs are "),
+                       ([], "error: make demo needs a lab: make demo LAB=05"),
+                       (["--lab", "05", "--port", "0"], "error: make demo: PORT must be an int in 1..65535, got 0")):
+        run = subprocess.run([sys.executable, "-m", "labkit.demo", *args], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and len(run.stderr.splitlines()) == 1 and run.stderr.startswith(want), run.stderr
+
+
+def test_demo_notebook_keeps_the_plan_and_the_cells_it_reads():
+    from labkit import demo
+
+    nb = slides.stamp(_nb(new_markdown_cell("# Lab 99"), new_code_cell("import math\nunused = 3"),
+                          new_code_cell("r = 2"), new_code_cell("noise = 7"), new_code_cell("d = {}"),
+                          new_code_cell("d['k'] = r"), new_markdown_cell("**Predict first:** area?"),
+                          new_code_cell("print(math.pi * d['k'] ** 2)")))
+    page = demo.demo_notebook(nb)
+    assert [c.source for c in page.cells] == ["# Lab 99", "import math\nunused = 3", "r = 2", "d = {}", "d['k'] = r",
+                                              "**Predict first:** area?", "print(math.pi * d['k'] ** 2)"]
+    assert demo.names("!ls\nz = w") == ({"z"}, {"get_ipython", "w"})   # a shell escape parses

@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import nbformat
@@ -18,9 +20,11 @@ import nbformat
 from labkit import slides
 
 TOKEN = "labkit-browser-tier"
-# jupyterlab-rise 0.43.1's own page logs this while it starts (its bundled web-components toolkit
-# registers its elements twice); it appears before any cell renders and changes nothing shown.
-RISE_BENIGN = ("Maximum call stack size exceeded",)
+# jupyterlab-rise 0.43.1's own page logs "Maximum call stack size exceeded" while it starts (its
+# bundled web-components toolkit registers its elements twice), before any cell renders, changing
+# nothing shown; and it looks for optional style sheets beside the notebook (rise.css, then
+# <notebook>.css), which the course does not ship.
+RISE_BENIGN = ("Maximum call stack size exceeded", "Refused to apply style from")
 BENIGN = ("favicon", "Failed to load resource: the server responded with a status of 404", "announcements",
           "jupyterlab_pygments")
 LEAF = """() => { const all = [...document.querySelectorAll('.reveal .slides section')];
@@ -61,7 +65,9 @@ def play(page, box) -> None:
 
 
 def check_live_slideshow(browser, url: str, notebook: Path, lab_page) -> None:
-    """See the module docstring; ``lab_page`` holds the notebook, just run, in JupyterLab."""
+    """See the module docstring; ``lab_page`` holds the notebook, just run, in JupyterLab. Its time
+    is written to ``$LABKIT_BROWSER_TIMES`` if set."""
+    t0 = time.monotonic()
     lab_page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")   # RISE opens the file
     lab_page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
     nb = nbformat.read(notebook, as_version=4)
@@ -90,8 +96,13 @@ def check_live_slideshow(browser, url: str, notebook: Path, lab_page) -> None:
         page.wait_for_timeout(150)
     assert seen == set(range(want_slides)), f"{notebook.name}: visited slides {sorted(seen)} of {want_slides}"
     assert played == want_widgets, f"{notebook.name}: {played} widgets played on the slides, {want_widgets} shown"
+    optional_css = [m for m in console if "Refused to apply style from" in m]
+    assert all(f"/files/rise.css'" in m or f"/files/{notebook.stem}.css'" in m for m in optional_css), optional_css
     assert not _problems(console, RISE_BENIGN), f"console errors in the slideshow: {_problems(console, RISE_BENIGN)[:3]}"
     page.close()
+    if os.environ.get("LABKIT_BROWSER_TIMES"):
+        with open(os.environ["LABKIT_BROWSER_TIMES"], "a") as f:
+            f.write(f"{notebook.stem} slideshow\t{time.monotonic() - t0:.1f}\n")
 
 
 def check_static_slides(browser, html: Path, notebook: Path) -> None:
