@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 import nbformat
 
 from labkit import checks, slides
+from labkit.nbbuild import TEST_ENV
 
 DEMO = slides.ROOT / "build" / "demo"
 
@@ -34,8 +36,15 @@ def _python(source: str) -> str:
 
 
 def names(source: str) -> tuple[set[str], set[str]]:
-    """(names a code cell binds or changes in place, names it reads)."""
+    """(names a code cell binds or changes in place, names it reads from earlier cells). Names local
+    to a comprehension, a lambda or a function (their targets and parameters) are neither."""
     tree = ast.parse(_python(source))
+    local = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.comprehension):
+            local |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.arguments):
+            local |= {a.arg for a in node.posonlyargs + node.args + node.kwonlyargs + [node.vararg, node.kwarg] if a}
     binds, reads = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
@@ -50,7 +59,7 @@ def names(source: str) -> tuple[set[str], set[str]]:
                 base = base.value
             if isinstance(base, ast.Name):
                 binds.add(base.id)    # x.a = ... / x[k] = ... changes x
-    return binds, reads
+    return binds - local, reads - local
 
 
 def needed_cells(nb, keep: list[int]) -> list[int]:
@@ -113,8 +122,8 @@ def main(argv: list[str]) -> int:
         return 2
     page = write_demo(notebook)
     print(f"serving {page.relative_to(slides.ROOT)} at http://127.0.0.1:{port}/ (Ctrl-C stops it)", flush=True)
-    try:
-        return subprocess.call(voila_command(page, port))
+    try:   # the kernel runs as the saved outputs were made (labkit.nbbuild.TEST_ENV: one torch thread)
+        return subprocess.call(voila_command(page, port), env=dict(os.environ, **TEST_ENV))
     except KeyboardInterrupt:
         return 0
 

@@ -158,3 +158,4 @@ def test_demo_notebook_keeps_the_plan_and_the_cells_it_reads():
     assert [c.source for c in page.cells] == ["# Lab 99", "import math\nunused = 3", "r = 2", "d = {}", "d['k'] = r",
                                               "**Predict first:** area?", "print(math.pi * d['k'] ** 2)"]
     assert demo.names("!ls\nz = w") == ({"z"}, {"get_ipython", "w"})   # a shell escape parses
+    assert demo.names("m = {r: k for r, k in t}\ndef f(a, *b, c=1):\n    return a + b + c + g") == ({"m", "f"}, {"t", "g"})

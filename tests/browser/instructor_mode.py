@@ -50,16 +50,29 @@ def _problems(console: list, extra=()) -> list:
 
 
 def play(page, box) -> None:
-    """Press the widget's Play (else click its slider's track at 3/4) and wait for its picture to change."""
+    """Press the widget's Play, else click its first visible slider's track at 3/4 (a slider squeezed
+    to nothing by a long label: its handle, two steps with the keyboard), else pick another option
+    of its first drop-down; then wait for its picture to change."""
     picture = box.locator(".widget-html-content").last
     before = picture.inner_html()
-    play_button = box.locator(".widget-play button").first
+    play_button = box.locator(".widget-play button >> visible=true").first
+    track = box.locator(".noUi-base >> visible=true").first
+    handle = box.locator(".noUi-handle").first
+    dropdown = box.locator("select >> visible=true").first
     if play_button.count():
         play_button.click()
-    else:
-        track = box.locator(".noUi-base").first
+    elif track.count():
         size = track.bounding_box()
         track.click(position={"x": size["width"] * 0.75, "y": size["height"] / 2})
+    elif handle.count():
+        handle.focus()
+        for _ in range(2):
+            page.keyboard.press("ArrowRight")
+    else:
+        assert dropdown.count(), "a widget with no Play, slider or drop-down: " + box.inner_html()[:300]
+        options = dropdown.locator("option").all_inner_texts()
+        current = dropdown.evaluate("s => s.selectedIndex")
+        dropdown.select_option(index=(current + 1) % len(options))
     page.wait_for_function("([el, old]) => el.innerHTML !== old", arg=[picture.element_handle(), before],
                            timeout=30_000)
 

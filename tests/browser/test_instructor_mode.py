@@ -11,6 +11,7 @@ import instructor_mode as im
 import pytest
 
 from labkit import demo, slides
+from labkit.nbbuild import TEST_ENV
 
 pytestmark = pytest.mark.slow
 LABS = slides.lab_notebooks()
@@ -41,7 +42,7 @@ def voila(tmp_path_factory):
         port = s.getsockname()[1]
     log = open(folder / "voila.log", "w")
     server = subprocess.Popen(demo.voila_command(folder, port), cwd=folder, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+                              start_new_session=True, env=dict(os.environ, **TEST_ENV))
     try:
         deadline = time.monotonic() + 60
         while True:
