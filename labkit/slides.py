@@ -285,12 +285,20 @@ require(["{{ resources.reveal.url_prefix }}/dist/reveal.js", "{{ resources.revea
 """
 
 
+def remote_urls(html: str) -> list[str]:
+    """The http(s) addresses ``html`` loads scripts, style sheets, pictures or modules from (links a
+    reader may follow are not loads)."""
+    tags = r"""<(?:script|img|iframe|link)\b[^>]*?\b(?:src|href)\s*=\s*["'](https?://[^"']+)"""
+    return re.findall(tags, html) + re.findall(r"""(?:@import\s+url\(|\bimport\b[^;'"]*)["']?(https?://[^)"']+)""", html)
+
+
 def export(notebook: Path, folder: Path) -> Path:
     """``folder``/<lab>.slides.html: the notebook's demo path as static reveal.js slides.
 
     The saved outputs and widget state are rendered as saved (no kernel): pictures show, widgets
     show their saved frame. Every script, style sheet and font is a local file under ``folder``,
-    so the slides work offline from a file URL; code cells' inputs are left out.
+    so the slides work offline from a file URL (checked: UsageError if the page would load
+    anything from the network); code cells' inputs are left out.
     """
     from nbconvert import SlidesExporter
 
@@ -299,25 +307,20 @@ def export(notebook: Path, folder: Path) -> Path:
     if not any("slideshow" in c.metadata for c in nb.cells):
         raise UsageError(f"{notebook.name} has no slideshow metadata: run make notebooks (or "
                          f"python -m labkit.slides stamp {notebook.relative_to(ROOT)})")
-    rel = "_assets"
     exporter = SlidesExporter(
         extra_loaders=[jinja2.DictLoader({"labkit_offline_slides.html.j2": OFFLINE_TEMPLATE})],
         template_file="labkit_offline_slides.html.j2",
-        reveal_url_prefix=f"{rel}/reveal.js", reveal_transition="none", reveal_theme="white",
-        require_js_url=f"{rel}/require.js", jquery_url=f"{rel}/jquery.min.js",
+        reveal_url_prefix="_assets/reveal.js", reveal_transition="none", reveal_theme="white",
+        require_js_url="_assets/require.js", jquery_url="_assets/jquery.min.js",
         widget_renderer_url=WIDGET_RENDERER,
         exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
+    remote = remote_urls(body)
+    if remote:
+        raise UsageError(f"{notebook.stem}'s slides would load {remote[0]} from the network")
     out = folder / f"{notebook.stem}.slides.html"
     out.write_text(body)
     return out
-
-
-def remote_urls(html: str) -> list[str]:
-    """The http(s) addresses ``html`` loads scripts, style sheets, pictures or modules from (links a
-    reader may follow are not loads)."""
-    tags = r"""<(?:script|img|iframe|link)\b[^>]*?\b(?:src|href)\s*=\s*["'](https?://[^"']+)"""
-    return re.findall(tags, html) + re.findall(r"""(?:@import\s+url\(|\bimport\b[^;'"]*)["']?(https?://[^)"']+)""", html)
 
 
 def main(argv: list[str]) -> int:
