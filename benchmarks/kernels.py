@@ -1,6 +1,7 @@
 """Lab 04 benchmark: labkit's Triton kernels vs PyTorch, measured in the same run.
 
-GPU: ``triton.testing.do_bench`` medians for
+GPU: medians of `labkit.bench.median_time` (the course's one timer; each sample loops a call for
+>= 20 ms and synchronises) for
 - softmax (fp32, M=4096, N=256..16384) in GB/s (2*M*N*4 bytes moved) vs torch.softmax,
 - matmul (n=256..8192, fp16 and bf16) in TFLOP/s (2*n^3) vs torch.matmul (cuBLAS),
 - attention (fp16, B=4, H=16, D=64, S=512..4096, causal and not) in TFLOP/s
@@ -78,13 +79,11 @@ def check_cpu() -> int:
 
 
 def bench_gpu(quick: bool) -> None:
-    from triton.testing import do_bench
-
-    from labkit.bench import write_results
+    from labkit.bench import median_time, write_results
 
     name = torch.cuda.get_device_name(0)
     bw_peak, fl_peak = device_peaks(name)
-    ms = lambda fn: do_bench(fn, quantiles=[0.5])  # noqa: E731  (median, milliseconds)
+    ms = lambda fn: median_time(fn, repeat=7, warmup=3, min_time_s=0.02) * 1e3  # noqa: E731  (median, milliseconds)
     rows = []
     # softmax
     M = 4096
@@ -124,7 +123,7 @@ def bench_gpu(quick: bool) -> None:
     path = write_results(
         "kernels", "Lab 04: Triton kernels vs PyTorch",
         ["kernel", "shape", "ours", "torch", "speed ratio (torch time / ours)", "% of peak (ours)"], rows,
-        notes=("Medians of triton.testing.do_bench. Peaks (dense, datasheet): "
+        notes=("Medians of labkit.bench.median_time. Peaks (dense, datasheet): "
                + (f"{bw_peak / 1e12:.2f} TB/s, {fl_peak / 1e12:.0f} TFLOP/s fp16/bf16." if bw_peak else "unknown device.")
                + " Targets: softmax >= 0.9x torch for N >= 1024; matmul >= 0.85x cuBLAS at 4096^3 bf16."),
         ran_on=f"cuda ({name})")

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from labkit.bench import median_time, write_results  # noqa: E402
-from labkit.memory.checkpointing import chain_loss, chain_peak_bytes, make_chain, measure_chain  # noqa: E402
+from labkit.memory.activation_checkpointing import chain_loss, chain_peak_bytes, make_chain, measure_chain  # noqa: E402
 from labkit.memory.offload import cuda_available, time_offloaded_step  # noqa: E402
 from labkit.model import GPTConfig  # noqa: E402
 

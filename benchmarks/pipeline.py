@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from labkit.bench import write_results  # noqa: E402
-from labkit.pipeline import schedule, simulate  # noqa: E402
+from labkit.pipeline import schedule, time_schedule  # noqa: E402
 from labkit.pipeline.executor import MLPConfig, measured_bubble, run_pipeline  # noqa: E402
 from labkit.pipeline.torch_ref import torch_step  # noqa: E402
 
@@ -64,7 +64,7 @@ def main(argv=None):
         t_ours = statistics.median(ours_t)
         t_torch = statistics.median(torch_t)
         tf, tb, tw = per_stage_times(ours, cfg.num_stages)
-        predicted = float(simulate(schedule(kind, p, m, v), tf, tb, weight_time=tw).bubble_fraction)
+        predicted = float(time_schedule(schedule(kind, p, m, v), tf, tb, weight_time=tw).bubble_fraction)
         rows_out.append([kind, p, m, v, t_ours * 1e3, t_torch * 1e3, t_ours / t_torch,
                          measured_bubble(ours.timeline), predicted, (p - 1) / (v * m + p - 1)])
         print(f"{kind:17s} p={p} m={m} v={v}: ours {t_ours * 1e3:7.1f} ms, torch {t_torch * 1e3:7.1f} ms, "

@@ -48,7 +48,7 @@ def block_pass_line(model, dtype, sizes=(1, 2, 4, 8)) -> tuple[float, float, lis
     from labkit.model import GPT
     from labkit.roofline.measure import threads
 
-    block = GPT(model.to_config(), seed=0, dtype=dtype).blocks[0]
+    block = GPT(model, seed=0, dtype=dtype).blocks[0]
     points = []
     with threads(1):
         for b in sizes:

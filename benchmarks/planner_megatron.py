@@ -15,7 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit.bench import markdown_table, write_results  # noqa: E402
-from labkit.planner import A100_80GB_SELENE, Model, lab, search  # noqa: E402
+from labkit.planner import A100_80GB_SELENE, Model, lab  # noqa: E402
+from labkit.planner.search import search  # noqa: E402
 from labkit.planner.device import A100_GEMM_EFFICIENCY, A100_HBM_EFFICIENCY  # noqa: E402
 from labkit.planner.published import (best_constant, fit_constants, fit_loss, held_out_rows,  # noqa: E402
                                       summarise, table1_rows, tp_sweep)

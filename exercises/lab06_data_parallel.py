@@ -2,7 +2,8 @@
 
 - ``bucket_indices``: which gradients travel together (PyTorch DDP's bucketing rule);
 - ``data_parallel_hooks``: DDP from backward hooks, one asynchronous all-reduce per parameter;
-- ``ssp_start_times``: the clock rule of a stale-synchronous parameter server.
+- ``ssp_start_times``: the clock rule of a stale-synchronous parameter server;
+- ``noise_scale``: the gradient noise scale from the two gradients a data-parallel step has.
 """
 import torch  # noqa: F401
 import torch.distributed as dist  # noqa: F401
@@ -57,3 +58,18 @@ def ssp_start_times(durations, staleness):
     Example: durations [[1, 1, 1], [3, 3, 3]], s = 1 -> [[0, 1, 3], [0, 3, 6]].
     """
     raise NotImplementedError("hint: go clock by clock (c = 0..n-1); gate = max finish[j][c-s-1] over workers when that index is >= 0 (never for ASP); start[k][c] = max(finish[k][c-1], gate)")
+
+
+def noise_scale(g_small_sq, g_big_sq, b_small, b_big):
+    """The gradient noise scale B_simple = tr(Σ)/|G|² from gradients over two batch sizes
+    (McCandlish et al. 2018): what a data-parallel step already has — each rank's own gradient
+    over ``b_small`` examples and the all-reduced one over ``b_big`` (> b_small).
+
+    g_small_sq: mean over ranks (and steps) of |local gradient|²; g_big_sq: mean (over steps) of
+    |all-reduced gradient|²; b_small, b_big: examples per local and per global gradient.
+    A gradient over B examples has E|G_B|² = |G|² + tr(Σ)/B, Σ the covariance of one example's
+    gradient and G the true gradient. Solve the two equations (one per batch size) for |G|² and
+    tr(Σ), and return (|G|² estimate, tr(Σ) estimate, their ratio tr(Σ)/|G|²) as floats.
+    Example: g_small_sq = 3.0, g_big_sq = 1.5, b_small = 1, b_big = 4 -> (1.0, 2.0, 2.0).
+    """
+    raise NotImplementedError("hint: two unknowns, two equations: g_small_sq = G2 + S/b_small, g_big_sq = G2 + S/b_big; |G_big|^2 alone is biased by S/b_big")

@@ -44,3 +44,27 @@ def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recom
     not kept. recompute="full": only the block's input is kept.
     """
     raise NotImplementedError("hint: add up the list in b·s·h·e units first: 2 LayerNorm inputs + 4 Linear inputs (one of them, the MLP projection's, r times wider) + 3 copies + GELU's input; then the small terms")
+
+
+def forward_only_peak(activation_bytes):
+    """Peak bytes of a chain's activations in a forward pass without autograd (an int).
+
+    activation_bytes: the sizes a_1, ..., a_L (ints, bytes) of the outputs of a chain's layers,
+    in order (layer i reads a_{i-1} and writes a_i; the caller's input a_0 is not counted). With
+    no graph to keep, a layer's input is freed as soon as the layer returns, but while layer i
+    writes its output its input is still alive. Return max(a_1, max over i of a_i + a_{i+1}).
+    Raise ValueError for an empty list.
+    """
+    raise NotImplementedError("hint: two buffers at a time: the largest sum of two neighbours (and a_1 alone)")
+
+
+def kv_cache_bytes(layers, heads, kv_heads, head_dim, tokens, batch, itemsize):
+    """Bytes of a decoder's KV cache after ``tokens`` tokens of ``batch`` sequences (an int).
+
+    Every layer keeps a key and a value vector of kv_heads * head_dim elements per token and
+    sequence, itemsize bytes each. kv_heads == heads is multi-head attention; fewer is
+    grouped-query attention (kv_heads must divide heads; 1 is multi-query attention).
+    Raise ValueError if kv_heads does not divide heads or a size is < 1 (tokens may be 0).
+    """
+    raise NotImplementedError("hint: K and V, every layer, every token of every sequence; only the "
+                              "key/value heads count, not the query heads")

@@ -4,7 +4,8 @@
 - ``resume_state``: everything besides the weights that a bit-identical resume needs;
 - ``young_interval``: how often to checkpoint, to first order;
 - ``simulate_wall_time``: a Monte Carlo of a job that fails, checkpoints and restarts;
-- ``abft_locate``: find the one wrong element of a matrix product from its checksums.
+- ``abft_locate``: find the one wrong element of a matrix product from its checksums;
+- ``peer_ranks``: where each rank's in-memory checkpoint copy goes, so that no node's loss loses one.
 """
 import math  # noqa: F401
 import os  # noqa: F401
@@ -78,3 +79,18 @@ def abft_locate(full, tol):
     column disagree — that element is the wrong one — and None when none disagrees.
     """
     raise NotImplementedError("hint: rows = full[:-1, :-1].sum(1) - full[:-1, -1]; cols = full[:-1, :-1].sum(0) - full[-1, :-1]; find the entries beyond tol")
+
+
+def peer_ranks(world, per_node):
+    """Where each rank's in-memory checkpoint copy is kept, for hierarchical checkpoints.
+
+    world ranks sit on world // per_node nodes of per_node consecutive ranks (node of rank r:
+    r // per_node); world is a multiple of per_node with at least 2 nodes. Every rank keeps its
+    own snapshot in its node's memory and sends a copy to another rank, so that losing one node
+    (its memory) loses no checkpoint. Return a list peers of world ints, peers[r] = the rank that
+    keeps rank r's copy, such that
+    - peers[r] is on a different node than r (never r itself), and
+    - every rank keeps exactly one copy (peers is a permutation of 0..world-1: equal memory).
+    Example: world 4, per_node 2 -> [2, 3, 0, 1] is one answer.
+    """
+    raise NotImplementedError("hint: shift every rank by a whole node: the same place on the next node, wrapping around")

@@ -454,7 +454,7 @@ def _check_not_nested() -> None:
 
 
 def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "auto",
-           timeout: float = 60.0, quiet: bool = False) -> list[Any]:
+           timeout: float = 60.0, quiet: bool = False, may_die: tuple = ()) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks; return results by rank.
 
     backend: "auto" (NCCL if there is a GPU per rank and fn is importable by spawned
@@ -462,11 +462,17 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
     timeout: seconds the whole launch may take, and the process group's own
         timeout for any one collective.
     quiet: if True, do not print what the ranks printed.
+    may_die: ranks whose death (a signal, os._exit) is part of the demonstration — a replica
+        killed to show that the others carry on: it does not end the launch, and its result is
+        None. It must still die or return within ``timeout``; an exception it raises is an error.
     Raises RankError (a rank raised or died), TimeoutError (ranks still running
     after ``timeout``), ValueError/TypeError (bad arguments).
     """
     _check_not_nested()
     backend = _check_args(fn, world_size, backend, timeout, quiet)
+    if not isinstance(may_die, (tuple, list, set, frozenset)) or not all(
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r < world_size for r in may_die):
+        raise ValueError(f"launch: may_die must list ranks in 0..{world_size - 1}, got {may_die!r}")
     method = _start_method(backend, fn)
     if method == "spawn":
         _check_picklable(fn, args)
@@ -474,7 +480,7 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
         _preload_for_fork()
     ctx = mp.get_context(method)
     threads = max(1, (os.cpu_count() or 1) // world_size) if method == "spawn" else 1
-    clean = False
+    clean = died = False
     _sweep_stale_folders()
     with _sigterm_cleans_up(), tempfile.TemporaryDirectory(prefix=f"{_DIR_PREFIX}{os.getpid()}-") as tmp:
         procs, conns = [], []
@@ -489,11 +495,13 @@ def launch(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "
                 theirs.close()
                 procs.append(p)
                 conns.append(ours)
-            results, outputs, errors, stuck = _collect(procs, conns, timeout)
+            results, outputs, errors, stuck = _collect(procs, conns, timeout, set(may_die))
             where = _locate(stuck, procs, tmp)
             clean = not errors and not stuck
+            # with a rank dead on purpose the others' closing barrier cannot complete: no grace
+            died = any(procs[r].exitcode not in (None, 0) for r in may_die)
         finally:
-            _stop(procs, grace=_JOIN_GRACE_S if clean else 0.0)
+            _stop(procs, grace=_JOIN_GRACE_S if clean and not died else 0.0)
             for c in conns:
                 c.close()
         stderr = {r: _read(os.path.join(tmp, f"stderr{r}")) for r in range(world_size)}
@@ -540,8 +548,9 @@ def _tail(text: str) -> str:
     return "; its stderr ended with: " + text[-_STDERR_TAIL:].replace("\n", " | ")
 
 
-def _collect(procs, conns, timeout):
-    """Wait for every rank's message. Returns results, outputs, errors, stuck ranks."""
+def _collect(procs, conns, timeout, may_die=frozenset()):
+    """Wait for every rank's message. Returns results, outputs, errors, stuck ranks. A rank of
+    ``may_die`` that dies gets the result None instead of an error."""
     results: dict[int, Any] = {}
     outputs: dict[int, str] = {}
     errors: list[tuple] = []  # (time, rank, exc_type, message, traceback)
@@ -564,7 +573,10 @@ def _collect(procs, conns, timeout):
                     msg = None
                 if msg is None:
                     proc.join(timeout=1)
-                    errors.append((time.time(), r, "RankDied", _death_message(proc), ""))
+                    if r in may_die:
+                        results[r], outputs[r] = None, ""
+                    else:
+                        errors.append((time.time(), r, "RankDied", _death_message(proc), ""))
                 elif msg[0] == "ok":
                     results[r], outputs[r] = msg[1], msg[2]
                 else:
@@ -574,7 +586,10 @@ def _collect(procs, conns, timeout):
                 pending.discard(r)
             elif proc.sentinel in ready:
                 proc.join(timeout=1)
-                errors.append((time.time(), r, "RankDied", _death_message(proc), ""))
+                if r in may_die:
+                    results[r], outputs[r] = None, ""
+                else:
+                    errors.append((time.time(), r, "RankDied", _death_message(proc), ""))
                 pending.discard(r)
         if errors and error_deadline is None:
             error_deadline = time.monotonic() + _ERROR_GRACE_S

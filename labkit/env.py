@@ -18,6 +18,10 @@ import platform
 import re
 import shutil
 import subprocess
+from pathlib import Path
+
+# The checkout (or installed tree) labkit runs from: exercises/, solutions/, tests/ sit below it.
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # The oldest driver each CUDA major version runs on (NVIDIA's minor-version compatibility).
 MIN_DRIVER = {11: 450, 12: 525, 13: 580}

@@ -163,10 +163,11 @@ def _collectives_rank(rank, world):
 def _train_rank(rank, world, methods):
     import torch
 
-    from labkit.zero.lab import SMALL
+    from labkit.model import DATA_PARALLEL_GPT
     from labkit.zero.training import train_rank
 
-    return {m: train_rank(rank, world, m, SMALL, global_batch=4, dtype=torch.float64).params for m in methods}
+    return {m: train_rank(rank, world, m, DATA_PARALLEL_GPT, global_batch=4, dtype=torch.float64).params
+            for m in methods}
 
 
 def check_nccl() -> list[str]:
@@ -193,12 +194,12 @@ def check_training() -> list[str]:
 
     from labkit.dist import launch
     from labkit.tensor_parallel.lab import model_table
-    from labkit.zero.lab import SMALL
+    from labkit.model import DATA_PARALLEL_GPT
     from labkit.zero.training import reference_params
 
     world = 2 if torch.cuda.device_count() >= 2 else 1
     methods = ("ddp", "zero1", "zero2", "fsdp", "torch-zero1", "torch-fsdp2")
-    want = reference_params(SMALL, global_batch=4)
+    want = reference_params(DATA_PARALLEL_GPT, global_batch=4)
     runs = launch(_train_rank, world, methods, backend=BACKEND, timeout=300, quiet=True)
     lines, worst = [], 0.0
     for m in methods:

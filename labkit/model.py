@@ -70,12 +70,36 @@ class GPTConfig:
         """Width of the MLP's hidden layer (elements)."""
         return self.mlp_ratio * self.hidden
 
+    @property
+    def layer_params(self) -> int:
+        """Parameters (elements) of one block: qkv, projection, the MLP's two layers (weights and
+        biases) and two LayerNorms."""
+        h, f = self.hidden, self.ffn
+        return (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h) + 2 * (2 * h)
+
+    @property
+    def params(self) -> int:
+        """Parameters (elements) of ``GPT(self)``, from the closed form in the module docstring: the
+        blocks, the word and position embeddings (the word one shared with the logit layer) and the
+        final LayerNorm."""
+        h = self.hidden
+        return self.layers * self.layer_params + (self.vocab + self.seq_len) * h + 2 * h
+
+
+# The labs' small models, one per purpose (their printed numbers depend on these exact sizes).
+DATA_PARALLEL_GPT = GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=32)
+"""Labs 06 and 10: trains for a few steps in well under a second on 2–4 gloo ranks."""
+TENSOR_PARALLEL_GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=32)
+"""Lab 07: 4 heads, so 2 or 4 tensor-parallel ranks each own whole heads."""
+MEMORY_GPT = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=64)
+"""Lab 09: big enough that activations, parameters and optimizer state are all visible to the tracker."""
+PARALLEL3D_GPT = GPTConfig(layers=4, hidden=32, heads=4, seq_len=8, vocab=64)
+"""Lab 11: 4 layers split into 2 pipeline stages, 4 heads over 2 tensor-parallel ranks."""
+
 
 def parameter_count(cfg: GPTConfig) -> int:
-    """Number of parameters (elements) of ``GPT(cfg)``, from the closed form in the module docstring."""
-    h, f = cfg.hidden, cfg.ffn
-    per_layer = (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h) + 2 * (2 * h)
-    return cfg.vocab * h + cfg.seq_len * h + cfg.layers * per_layer + 2 * h
+    """Number of parameters (elements) of ``GPT(cfg)``: ``cfg.params``."""
+    return cfg.params
 
 
 def attention_core(qkv: torch.Tensor, heads: int) -> torch.Tensor:

@@ -16,7 +16,7 @@ import os
 import textwrap
 from dataclasses import dataclass
 
-from labkit.grading import REPO_ROOT
+from labkit.env import REPO_ROOT
 
 
 @dataclass(frozen=True)

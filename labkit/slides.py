@@ -159,8 +159,8 @@ def stamp(nb):
 
 
 def restamp(nb, source_nb):
-    """`stamp` a built notebook again with the ``slide`` overrides its source (``source_nb``, as
-    `labkit.nbbuild.read_source` reads it) now gives, matched by cell text, without running it."""
+    """`stamp` a built notebook again with the ``slide`` overrides its source (``source_nb``, the
+    percent-format source as jupytext reads it) now gives, matched by cell text, without running it."""
     overrides = {(c.cell_type, _source(c)): c.metadata.get("slide") for c in source_nb.cells}
     for cell in nb.cells:
         override = overrides.get((cell.cell_type, _source(cell)))
@@ -334,7 +334,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "stamp":
-            from labkit.nbbuild import read_source
+            import jupytext   # the source's markers only (labkit.nbbuild, which builds, imports this module)
 
             for path in args.notebooks or lab_notebooks():
                 nb = nbformat.read(path, as_version=4)
@@ -342,7 +342,7 @@ def main(argv: list[str]) -> int:
                 src = NOTEBOOKS / "_src" / f"{path.stem}.py"
                 if not src.exists():
                     raise UsageError(f"{path}: no source {src.relative_to(ROOT)}")
-                if restamp(nb, read_source(src)) != before:
+                if restamp(nb, jupytext.read(src, fmt="py:percent")) != before:
                     nbformat.write(nb, path)
                 print(f"{path.name}: {slide_count(nb)} slides, about {estimated_seconds(nb) / 60:.1f} min")
             return 0

@@ -4,10 +4,12 @@ Conventions (the same as labkit.matmul): A is M x K, B is K x N, C = A @ B is M 
 Tile sizes need not divide the matrix sizes: the last tile along a dimension is
 smaller, and you count only the elements really loaded. Traffic is counted in
 elements with `labkit.matmul.Traffic(a_reads, b_reads, c_writes)`.
+Section 11's CUDA exercises (the kernels tiled_matmul and block_sum, and blocks_per_sm) are at the end.
 Grade with ``python -m labkit.grade --lab 03`` (or ``make grade LAB=03``).
 """
 import numpy as np
 
+from labkit.gpu_model.cuda_sim import cuda
 from labkit.matmul import Traffic, TwoLevelTraffic
 
 
@@ -120,3 +122,94 @@ def tiled(A, B, b1, b2, v1, v2):
                     l1.c_writes += tile.size
             dram.c_writes += a.shape[0] * b.shape[1]
     return C, TwoLevelTraffic(dram, l1)
+
+
+# ---------------------------------------------------------------------------- section 11: CUDA kernels
+# Kernels in numba's CUDA dialect, run thread by thread by labkit.gpu_model.cuda_sim (every
+# access checked: a race, a barrier not all threads reach, or an index out of range is an error).
+TILE = 8          # tiled_matmul's blocks are TILE x TILE threads; its shared tiles TILE x TILE
+MAX_BLOCK = 128   # block_sum is launched with 32, 64 or 128 threads per block
+
+
+def tiled_matmul(A, B, C, M, N, K):
+    """CUDA kernel: C = A @ B through shared-memory tiles (launched with TILE x TILE blocks).
+
+    A: (M, K), B: (K, N), C: (M, N) float32 arrays in global memory; M, N, K ints. The grid is
+    (cdiv(N, TILE), cdiv(M, TILE)) blocks of (TILE, TILE) threads; thread (threadIdx.x, threadIdx.y)
+    of block (blockIdx.x, blockIdx.y) computes C[blockIdx.y*TILE + threadIdx.y, blockIdx.x*TILE +
+    threadIdx.x] when that element exists. For each TILE-wide step of k the block copies one TILE x
+    TILE tile of A and one of B into cuda.shared.array((TILE, TILE), np.float32) arrays (each thread
+    one element of each, 0.0 where the tile sticks out of the matrix), and every thread then adds
+    its TILE products from shared memory. Each element of A and B inside the matrices is loaded
+    from global memory once per block that needs it: M*K*cdiv(N, TILE) + K*N*cdiv(M, TILE) loads.
+    No two threads may touch one shared element without a cuda.syncthreads() between them.
+    """
+    sA = cuda.shared.array((TILE, TILE), np.float32)
+    sB = cuda.shared.array((TILE, TILE), np.float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row, col = cuda.blockIdx.y * TILE + ty, cuda.blockIdx.x * TILE + tx
+    acc = 0.0
+    for t in range((K + TILE - 1) // TILE):
+        k = t * TILE + tx
+        sA[ty, tx] = A[row, k] if row < M and k < K else 0.0
+        k = t * TILE + ty
+        sB[ty, tx] = B[k, col] if k < K and col < N else 0.0
+        cuda.syncthreads()
+        for kk in range(TILE):
+            acc += sA[ty, kk] * sB[kk, tx]
+        cuda.syncthreads()
+    if row < M and col < N:
+        C[row, col] = acc
+
+
+def block_sum(x, out, n):
+    """CUDA kernel: out[0] += the sum of x[0:n] (out starts at 0; blocks of 32, 64 or 128 threads).
+
+    x: (n,) float32 and out: (1,) float32 arrays in global memory. Block b's thread t loads
+    x[b*blockDim.x + t] (0.0 past n) into a cuda.shared.array(MAX_BLOCK, np.float32), then the block
+    adds its values as a tree: with stride = blockDim.x // 2, then half of it, down to 1, thread
+    t < stride adds s[t + stride] to s[t], with a cuda.syncthreads() after every step (every thread
+    of the block must reach each one). Thread 0 then adds s[0] to out[0] with
+    cuda.atomic.add(out, 0, s[0]): exactly one atomic per block.
+    """
+    s = cuda.shared.array(MAX_BLOCK, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    s[t] = x[i] if i < n else 0.0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            s[t] += s[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        cuda.atomic.add(out, 0, s[0])
+
+
+def blocks_per_sm(threads, regs_per_thread, smem_per_block, sm):
+    """Resident blocks per SM, and the limit(s) that set it (section 9.6's rules).
+
+    threads: threads per block (1..1024); regs_per_thread: registers per thread; smem_per_block:
+    bytes of shared memory per block; sm: a dict of the SM's limits (ints): "max_warps",
+    "max_blocks", "registers", "reg_alloc_unit", "reg_partitions", "smem_bytes",
+    "smem_alloc_unit", "smem_reserved_per_block". With w = ceil(threads / 32) warps per block,
+    each limit in blocks per SM:
+        "warps":  max_warps // w
+        "regs":   a warp takes all its registers (32 * regs_per_thread, rounded up to a multiple
+                  of reg_alloc_unit) from one of the register file's reg_partitions equal parts;
+                  the warps that fit, // w
+        "smem":   smem_bytes // (smem_per_block rounded up to a multiple of smem_alloc_unit, plus
+                  smem_reserved_per_block)
+        "blocks": max_blocks
+    Return (blocks, limiter): the smallest limit (0 if a block cannot fit), and the names of every
+    limit equal to it, in the order above, joined by "+" (e.g. "warps+regs").
+    """
+    w = -(-threads // 32)
+    regs_per_warp = -(-32 * regs_per_thread // sm["reg_alloc_unit"]) * sm["reg_alloc_unit"]
+    warps_by_regs = sm["reg_partitions"] * ((sm["registers"] // sm["reg_partitions"]) // regs_per_warp)
+    smem = -(-smem_per_block // sm["smem_alloc_unit"]) * sm["smem_alloc_unit"] + sm["smem_reserved_per_block"]
+    limits = {"warps": sm["max_warps"] // w, "regs": warps_by_regs // w, "smem": sm["smem_bytes"] // smem,
+              "blocks": sm["max_blocks"]}
+    blocks = min(limits.values())
+    return blocks, "+".join(k for k, v in limits.items() if v == blocks)

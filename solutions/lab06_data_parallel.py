@@ -2,7 +2,8 @@
 
 - ``bucket_indices``: which gradients travel together (PyTorch DDP's bucketing rule);
 - ``data_parallel_hooks``: DDP from backward hooks, one asynchronous all-reduce per parameter;
-- ``ssp_start_times``: the clock rule of a stale-synchronous parameter server.
+- ``ssp_start_times``: the clock rule of a stale-synchronous parameter server;
+- ``noise_scale``: the gradient noise scale from the two gradients a data-parallel step has.
 """
 import torch
 import torch.distributed as dist
@@ -94,3 +95,20 @@ def ssp_start_times(durations, staleness):
             start[k][c] = max(finish[k][c - 1] if c else 0, gate)
             finish[k][c] = start[k][c] + durations[k][c]
     return start
+
+
+def noise_scale(g_small_sq, g_big_sq, b_small, b_big):
+    """The gradient noise scale B_simple = tr(Σ)/|G|² from gradients over two batch sizes
+    (McCandlish et al. 2018): what a data-parallel step already has — each rank's own gradient
+    over ``b_small`` examples and the all-reduced one over ``b_big`` (> b_small).
+
+    g_small_sq: mean over ranks (and steps) of |local gradient|²; g_big_sq: mean (over steps) of
+    |all-reduced gradient|²; b_small, b_big: examples per local and per global gradient.
+    A gradient over B examples has E|G_B|² = |G|² + tr(Σ)/B, Σ the covariance of one example's
+    gradient and G the true gradient. Solve the two equations (one per batch size) for |G|² and
+    tr(Σ), and return (|G|² estimate, tr(Σ) estimate, their ratio tr(Σ)/|G|²) as floats.
+    Example: g_small_sq = 3.0, g_big_sq = 1.5, b_small = 1, b_big = 4 -> (1.0, 2.0, 2.0).
+    """
+    g2 = (b_big * g_big_sq - b_small * g_small_sq) / (b_big - b_small)
+    trace = (g_small_sq - g_big_sq) / (1 / b_small - 1 / b_big)
+    return g2, trace, trace / g2

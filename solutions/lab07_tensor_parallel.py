@@ -7,7 +7,9 @@ the backward pass right as well as the forward: the grader checks gradients.
 - ``copy_to_tp`` / ``reduce_from_tp``: Megatron's conjugate operators f and g;
 - ``column_parallel_linear`` / ``row_parallel_linear``: a linear layer split by output / input
   features;
-- ``vocab_parallel_cross_entropy``: the loss over logits split by vocabulary, never gathered.
+- ``vocab_parallel_cross_entropy``: the loss over logits split by vocabulary, never gathered;
+- ``halo_bytes_per_rank`` (section 8, a plain function): what a row-split convolution's halo
+  exchange sends.
 """
 import torch
 import torch.distributed as dist
@@ -114,3 +116,17 @@ def vocab_parallel_cross_entropy(logits, targets, start):
     logit). Backward needs no communication: d loss / d z_v = (softmax_v - [v == target]) / N.
     """
     return _VocabCE.apply(logits, targets, start)
+
+
+def halo_bytes_per_rank(batch, channels, width, kernel, world, itemsize):
+    """Bytes each rank sends in one halo exchange of a row-split convolution (a list, by rank).
+
+    An image (batch, channels, H, width) is split into ``world`` stripes of rows, rank r holding the
+    r-th; a kernel x kernel convolution (odd kernel, stride 1, 'same' padding) needs kernel // 2 rows
+    beyond each side of a stripe. Before the convolution every rank sends its top kernel // 2 rows to
+    rank r - 1 and its bottom kernel // 2 rows to rank r + 1, when that rank exists (the image's own
+    edges are padded with zeros, nothing is sent there). A row is batch * channels * width elements
+    of itemsize bytes. Not a collective: this runs on no rank; just return the list.
+    """
+    row = batch * channels * width * itemsize
+    return [((r > 0) + (r < world - 1)) * (kernel // 2) * row for r in range(world)]

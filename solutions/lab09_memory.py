@@ -80,3 +80,33 @@ def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recom
     if recompute == "selective":
         return kept
     return kept + heads * batch * seq * seq * itemsize + seq * seq
+
+
+def forward_only_peak(activation_bytes):
+    """Peak bytes of a chain's activations in a forward pass without autograd (an int).
+
+    activation_bytes: the sizes a_1, ..., a_L (ints, bytes) of the outputs of a chain's layers,
+    in order (layer i reads a_{i-1} and writes a_i; the caller's input a_0 is not counted). With
+    no graph to keep, a layer's input is freed as soon as the layer returns, but while layer i
+    writes its output its input is still alive. Return max(a_1, max over i of a_i + a_{i+1}).
+    Raise ValueError for an empty list.
+    """
+    a = list(activation_bytes)
+    if not a:
+        raise ValueError("forward_only_peak: need at least one activation")
+    return max([a[0]] + [x + y for x, y in zip(a, a[1:])])
+
+
+def kv_cache_bytes(layers, heads, kv_heads, head_dim, tokens, batch, itemsize):
+    """Bytes of a decoder's KV cache after ``tokens`` tokens of ``batch`` sequences (an int).
+
+    Every layer keeps a key and a value vector of kv_heads * head_dim elements per token and
+    sequence, itemsize bytes each. kv_heads == heads is multi-head attention; fewer is
+    grouped-query attention (kv_heads must divide heads; 1 is multi-query attention).
+    Raise ValueError if kv_heads does not divide heads or a size is < 1 (tokens may be 0).
+    """
+    if min(layers, heads, kv_heads, head_dim, batch, itemsize) < 1 or tokens < 0:
+        raise ValueError("kv_cache_bytes: sizes must be >= 1 (tokens >= 0)")
+    if heads % kv_heads:
+        raise ValueError(f"kv_cache_bytes: kv_heads ({kv_heads}) must divide heads ({heads})")
+    return 2 * layers * kv_heads * head_dim * tokens * batch * itemsize

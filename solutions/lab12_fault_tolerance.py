@@ -127,3 +127,18 @@ def abft_locate(full, tol):
     if not bad_rows and not bad_cols:
         return None
     return bad_rows[0], bad_cols[0]
+
+
+def peer_ranks(world, per_node):
+    """Where each rank's in-memory checkpoint copy is kept, for hierarchical checkpoints.
+
+    world ranks sit on world // per_node nodes of per_node consecutive ranks (node of rank r:
+    r // per_node); world is a multiple of per_node with at least 2 nodes. Every rank keeps its
+    own snapshot in its node's memory and sends a copy to another rank, so that losing one node
+    (its memory) loses no checkpoint. Return a list peers of world ints, peers[r] = the rank that
+    keeps rank r's copy, such that
+    - peers[r] is on a different node than r (never r itself), and
+    - every rank keeps exactly one copy (peers is a permutation of 0..world-1: equal memory).
+    Example: world 4, per_node 2 -> [2, 3, 0, 1] is one answer.
+    """
+    return [(r + per_node) % world for r in range(world)]

@@ -58,3 +58,37 @@ def test_widgets_build():
     assert "<img" in w.children[-1].value
     p = V.recovery_player(ZIGZAG, INDEPENDENT, 0, 12.0)
     assert p.children[0].children[1].max == 7                         # one frame per rollback
+
+
+@pytest.mark.parametrize("failure,node", [(None, 0), ("process", 0), ("node", 1), ("job", 0)])
+def test_tiers_figure_colours_each_rank_by_the_tier_it_recovers_from(failure, node):
+    from matplotlib.colors import to_hex
+    from matplotlib.patches import Circle, FancyArrowPatch, Rectangle
+
+    from labkit.checkpoint.hierarchical import peer_ranks, recovery_tiers
+
+    peers = peer_ranks(6, 2)
+    fig = V.tiers_figure(peers, 2, failure, node)
+    ax = fig.axes[0]
+    circles = [p for p in ax.patches if isinstance(p, Circle)]
+    boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+    assert len(circles) == 6 and len(boxes) == 3 and len(arrows) == 6
+    want = recovery_tiers(peers, 2, failure, node) if failure else None
+    got = [to_hex(c.get_facecolor()) for c in circles]
+    assert got == ([V.TIER_COLORS[t] for t in want] if want else ["#ffffff"] * 6)
+    lost = {None: set(), "process": set(), "node": {node}, "job": {0, 1, 2}}[failure]
+    assert {i for i, b in enumerate(boxes) if to_hex(b.get_facecolor()) == "#f4cccc"} == lost
+    plt.close(fig)
+
+
+def test_tiers_figure_marks_a_copy_kept_on_its_own_node():
+    from matplotlib.colors import to_hex
+    from matplotlib.patches import FancyArrowPatch
+
+    fig = V.tiers_figure([1, 2, 3, 0], 2)                 # 0 -> 1 and 2 -> 3 stay on their node
+    reds = [a for a in fig.axes[0].patches if isinstance(a, FancyArrowPatch)
+            and to_hex(a.get_edgecolor()) == "#e45756"]
+    assert len(reds) == 2
+    plt.close(fig)
+    assert V.tiers_widget([2, 3, 0, 1], 2) is not None

@@ -1,5 +1,7 @@
 """Lab 11 cluster scheduling: a hand-made sequence where best-fit beats first-fit, GPU-seconds
 conserved, no node ever over-full, FIFO order kept, locality rules obeyed, and seeded determinism."""
+import math
+
 import numpy as np
 import pytest
 
@@ -131,3 +133,22 @@ def test_bad_arguments():
         S.simulate_cluster([S.Job(0, 0, 1, 1), S.Job(0, 1, 1, 1)], 2, 4, "best_fit")
     with pytest.raises(ValueError, match="job_stream: weights"):
         S.job_stream(3, 0, sizes=(1, 2), weights=(1,))
+
+
+# ---- data locality under delay scheduling -------------------------------------------------------
+def test_local_probability_equals_the_monte_carlo_and_its_edges():
+    from labkit.cluster.scheduler import local_probability, simulate_locality
+
+    for n, r, f, d in ((100, 3, 5, 0), (100, 3, 5, 20), (20, 1, 3, 5), (30, 5, 2, 10), (10, 2, 4, 6)):
+        p = local_probability(n, r, f, d)
+        sim = simulate_locality(n, r, f, d, trials=6000, seed=n + d)
+        assert abs(sim["local"] - p) <= 4 * math.sqrt(p * (1 - p) / 6000) + 1e-12, (n, r, f, d)
+        assert 0 <= sim["waited"] <= d
+    assert local_probability(10, 1, 1) == pytest.approx(0.1)              # one copy, one free node
+    assert local_probability(10, 3, 8) == 1.0                              # 8 free of 10: a copy is free
+    assert local_probability(10, 2, 4, 6) == 1.0                           # every busy node released
+    assert local_probability(100, 3, 5, 40) > local_probability(100, 3, 5, 10) > local_probability(100, 3, 5)
+    with pytest.raises(ValueError, match="replicas must be an int in 1..10"):
+        local_probability(10, 11, 2)
+    with pytest.raises(ValueError, match="waits must be an int in 0..8"):
+        local_probability(10, 1, 2, 9)

@@ -9,7 +9,7 @@ import torch.distributed as dist
 import exercises.lab05_collectives as stubs
 import solutions.lab05_collectives as answers
 from labkit.collectives import alpha_beta, lab
-from labkit.collectives.simulate import simulate, trace_from_rounds
+from labkit.collectives.simulate import trace_collective, trace_from_rounds
 from labkit.table import Table
 from labkit.viz import collectives as V
 
@@ -49,7 +49,7 @@ def test_complete_chunk_owner_for_both_starts(n):
     # rank i first sending chunk i leaves rank i with chunk i+1; starting with chunk i-1 gives chunk i
     assert lab.complete_chunk_owner(0, n) == {i: (i + 1) % n for i in range(n)}
     assert lab.complete_chunk_owner(1, n) == {i: i for i in range(n)}
-    owners = {r: [c for c in range(n) if len(simulate("ring_reduce_scatter", n, n).final[r][c]) == n]
+    owners = {r: [c for c in range(n) if len(trace_collective("ring_reduce_scatter", n, n).final[r][c]) == n]
               for r in range(n)}
     assert owners == {i: [i] for i in range(n)}
 
@@ -127,7 +127,7 @@ def test_reference_answers_pass_the_picture(exercise):
     run = lab.run_yours(getattr(answers, exercise), exercise)
     assert run.results_ok and run.bytes_ok, (run.buffers, run.stats)
     if run.algorithm.startswith("ring"):   # sends recorded through exchange: the animation replays them
-        assert run.trace is not None and run.trace.final == simulate(run.algorithm, 4, 10).final
+        assert run.trace is not None and run.trace.final == trace_collective(run.algorithm, 4, 10).final
     else:
         assert run.trace is None and not run.trace_error
     assert _lines_fit(run.bytes_table())
@@ -210,7 +210,7 @@ def test_picture_of_a_reference_answer_prints_short_lines(capsys):
 
 
 def test_trace_from_rounds_replays_the_simulator_and_refuses_double_counting():
-    t = simulate("ring_all_reduce", 4, 10)
+    t = trace_collective("ring_all_reduce", 4, 10)
     rounds = [(s.phase, [(m.src, m.dst, m.chunk, m.op) for m in s.transfers]) for s in t.steps]
     again = trace_from_rounds("ring_all_reduce", 4, 10, rounds)
     assert again.final == t.final and again.bounds == t.bounds and again.n_steps == t.n_steps

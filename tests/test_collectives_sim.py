@@ -8,7 +8,7 @@ import torch
 
 import labkit.collectives as C
 from labkit.collectives import alpha_beta, formulas
-from labkit.collectives.simulate import ALGORITHMS, simulate
+from labkit.collectives.simulate import ALGORITHMS, trace_collective
 from labkit.dist import launch
 
 FULL = lambda n: frozenset(range(n))  # noqa: E731
@@ -17,25 +17,25 @@ FULL = lambda n: frozenset(range(n))  # noqa: E731
 @pytest.mark.parametrize("n", range(1, 9))
 @pytest.mark.parametrize("length", [0, 3, 8, 13])
 def test_simulated_end_states(n, length):
-    t = simulate("ring_all_reduce", n, length)
+    t = trace_collective("ring_all_reduce", n, length)
     assert t.n_steps == 2 * (n - 1)
     assert all(chunk == FULL(n) for row in t.final for chunk in row)
-    rs = simulate("ring_reduce_scatter", n, length).final
+    rs = trace_collective("ring_reduce_scatter", n, length).final
     assert all(rs[r][r] == FULL(n) for r in range(n))
-    ag = simulate("ring_all_gather", n, length).final
+    ag = trace_collective("ring_all_gather", n, length).final
     assert all(ag[r][c] == frozenset({c}) for r in range(n) for c in range(n))
     for root in range(n):
-        assert all(row[0] == frozenset({root}) for row in simulate("tree_broadcast", n, length, root).final)
-        assert simulate("tree_reduce", n, length, root).final[root][0] == FULL(n)
-    assert all(row[0] == FULL(n) for row in simulate("recursive_doubling_all_reduce", n, length).final)
-    assert all(row[0] == FULL(n) for row in simulate("tree_all_reduce", n, length).final)
+        assert all(row[0] == frozenset({root}) for row in trace_collective("tree_broadcast", n, length, root).final)
+        assert trace_collective("tree_reduce", n, length, root).final[root][0] == FULL(n)
+    assert all(row[0] == FULL(n) for row in trace_collective("recursive_doubling_all_reduce", n, length).final)
+    assert all(row[0] == FULL(n) for row in trace_collective("tree_all_reduce", n, length).final)
 
 
 def test_reduce_scatter_ends_with_chunk_i_on_rank_i():
     # with our schedule (rank r first sends chunk r-1) rank i owns the full sum of chunk i after
     # reduce-scatter; starting with chunk i instead leaves chunk (i+1) mod N on rank i
     # (labkit.collectives.lab.complete_chunk_owner, tested in test_collectives_lab.py).
-    t = simulate("ring_reduce_scatter", 4, 4)
+    t = trace_collective("ring_reduce_scatter", 4, 4)
     owners = {r: [c for c in range(4) if t.final[r][c] == FULL(4)] for r in range(4)}
     assert owners == {0: [0], 1: [1], 2: [2], 3: [3]}
 
@@ -44,7 +44,7 @@ def test_reduce_scatter_ends_with_chunk_i_on_rank_i():
 @pytest.mark.parametrize("length", [0, 1, 7, 16, 101])
 def test_simulated_bytes_equal_formulas(n, length):
     for alg, fn in formulas.BYTES.items():
-        t = simulate(alg, n, length)
+        t = trace_collective(alg, n, length)
         for r in range(n):
             assert (t.bytes_sent(r, 2), t.bytes_received(r, 2)) == fn(r, n, length, 2), (alg, r)
 
@@ -53,7 +53,7 @@ def test_simulated_bytes_equal_formulas(n, length):
 def test_alpha_beta_model_equals_simulated_rounds_and_bytes(n):
     length, item = 8 * 840, 4  # 840 = lcm(1..8): every ring chunk is equal
     for alg in ALGORITHMS:
-        t = simulate(alg, n, length)
+        t = trace_collective(alg, n, length)
         # α = 1, β = 0 counts rounds; α = 0, β = 1 counts critical-path bytes
         a, b = alpha_beta.coefficients(alg, n, length * item)
         assert t.alpha_beta_time(1.0, 0.0, item) == a, alg
@@ -87,11 +87,11 @@ def test_fit_recovers_known_alpha_beta_and_crossover():
 
 def test_simulator_rejects_bad_arguments():
     with pytest.raises(ValueError, match="unknown algorithm"):
-        simulate("ring", 4, 8)
+        trace_collective("ring", 4, 8)
     with pytest.raises(ValueError, match="world_size"):
-        simulate("ring_all_reduce", 0, 8)
+        trace_collective("ring_all_reduce", 0, 8)
     with pytest.raises(ValueError, match="root"):
-        simulate("tree_broadcast", 3, 8, root=3)
+        trace_collective("tree_broadcast", 3, 8, root=3)
 
 
 # ---- replay: real runs vs the trace ------------------------------------------------------------
@@ -123,7 +123,7 @@ def _replay_worker(rank, n, length, algorithm, root):
     ("recursive_doubling_all_reduce", 6, 5, 0), ("tree_broadcast", 5, 6, 2), ("tree_reduce", 7, 3, 4),
 ])
 def test_replay_trace_against_real_run(algorithm, n, length, root):
-    trace = simulate(algorithm, n, length, root)
+    trace = trace_collective(algorithm, n, length, root)
     real = launch(_replay_worker, n, length, algorithm, root)
     for r, (buf, sends, recvs, stats) in enumerate(real):
         # the trace's sends from rank r, in round order, skipping empty chunks (never sent)
@@ -148,7 +148,7 @@ def test_replay_trace_against_real_run(algorithm, n, length, root):
 
 
 def test_values_of_intermediate_steps():
-    t = simulate("ring_all_reduce", 3, 3)
+    t = trace_collective("ring_all_reduce", 3, 3)
     x = np.array([[1.0, 10, 100], [2, 20, 200], [4, 40, 400]])
     # after the first round rank 1 has added rank 0's chunk 2 (rank 0 sends chunk (0-0-1)%3 = 2)
     v = t.values(x, after=1)

@@ -5,7 +5,7 @@ import torch
 import torch.distributed as dist
 
 from labkit.collectives.primitives import PRIMITIVES, primitive_states
-from labkit.collectives.simulate import simulate
+from labkit.collectives.simulate import trace_collective
 from labkit.dist import launch
 from labkit.viz import collectives as V
 
@@ -65,7 +65,7 @@ def test_primitive_states_bad_name():
 
 
 def test_ring_frame_shows_accumulation_and_transfers():
-    trace = simulate("ring_all_reduce", 3, 7)
+    trace = trace_collective("ring_all_reduce", 3, 7)
     first = V.ring_frame(trace, 0)
     assert "start" in first and first.count("<tr>") == 4  # header + 3 ranks
     # round 1 (reduce-scatter): rank 0 sends its chunk 2 to rank 1, which now holds A+B there
@@ -108,7 +108,7 @@ def test_alpha_beta_figure_draws_both_series():
 def test_result_frame_marks_wrong_cells_and_greys_unspecified_ones():
     from labkit.collectives.lab import YourRun
 
-    t = simulate("ring_reduce_scatter", 2, 4)
+    t = trace_collective("ring_reduce_scatter", 2, 4)
     full = frozenset({0, 1})
     run = YourRun("ring_reduce_scatter_chunks", "ring_reduce_scatter", 2, 4, 0, t.bounds,
                   buffers=[[full, frozenset({1})], [None, frozenset({0})]], expected=t.final,

@@ -25,7 +25,7 @@ def test_equivalence_and_bucket_tables():
 
 
 def test_overlap_table_combines_the_measured_parts_with_the_formulas():
-    m = lab.measure_overlap(lab.SMALL, batch_per_rank=2, cap_mb=0.004, steps=1)
+    m = lab.measure_overlap(lab.DATA_PARALLEL_GPT, batch_per_rank=2, cap_mb=0.004, steps=1)
     t = lab.overlap_table(m)
     assert t.column("variant") == ["naive", "per-parameter", "bucketed"]
     assert t.column("ARs") == [len(m.nbytes), len(m.nbytes), len(m.buckets)]
@@ -42,8 +42,8 @@ def test_overlap_table_combines_the_measured_parts_with_the_formulas():
 
 
 def test_torch_bucket_history_one_bucket_then_rebuilt():
-    rows = lab.torch_bucket_history(lab.SMALL, caps=(None, 0.004))
-    total = sum(p.numel() * 4 for p in lab.GPT(lab.SMALL).parameters())
+    rows = lab.torch_bucket_history(lab.DATA_PARALLEL_GPT, caps=(None, 0.004))
+    total = sum(p.numel() * 4 for p in lab.GPT(lab.DATA_PARALLEL_GPT).parameters())
     assert [r["at_construction"] for r in rows] == [[total], [total]]
     assert rows[0]["cap_bytes"] == 25 * 2**20 and rows[0]["after_first_step"] == [total]   # < 1 MiB: one bucket
     assert rows[1]["after_first_step"] == rows[1]["ours"] and len(rows[1]["ours"]) > 1

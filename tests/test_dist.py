@@ -148,6 +148,35 @@ def test_a_dying_rank_is_named(tmp_path):
     _assert_all_gone(tmp_path, 2)
 
 
+def _peer_dies_survivors_talk(rank, world):
+    """Rank 0 dies by SIGKILL; rank 1 sees its recv fail, then talks to rank 2."""
+    import signal
+
+    if rank == 0:
+        time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGKILL)
+    t = torch.zeros(1)
+    if rank == 1:
+        try:
+            dist.recv(t, src=0)
+            return "received from a dead rank?"
+        except RuntimeError:
+            dist.send(torch.ones(1), dst=2)
+            return "noticed"
+    dist.recv(t, src=1)
+    return float(t)
+
+
+def test_a_rank_allowed_to_die_does_not_end_the_launch():
+    t0 = time.perf_counter()
+    assert launch(_peer_dies_survivors_talk, 3, may_die=(0,), timeout=30, quiet=True) == [None, "noticed", 1.0]
+    assert time.perf_counter() - t0 < 20          # no waiting for the survivors' closing barrier
+    with pytest.raises(RankError, match="rank 0 failed with RankDied"):
+        launch(_peer_dies_survivors_talk, 3, timeout=30, quiet=True)
+    with pytest.raises(ValueError, match="may_die must list ranks in 0..2"):
+        launch(_peer_dies_survivors_talk, 3, may_die=(3,))
+
+
 def test_unpicklable_return_value_is_reported():
     with pytest.raises(RankError, match="could not be pickled"):
         launch(lambda r, w: (lambda: None), 1)

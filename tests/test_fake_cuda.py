@@ -163,7 +163,7 @@ def test_gpt_forward_and_an_adamw_step(fake_gpu):
 
 @pytest.mark.parametrize("sequence_parallel", [False, True])
 def test_tensor_parallel_gpt_at_world_1(fake_gpu, sequence_parallel):
-    from labkit.tensor_parallel import parallelize
+    from labkit.tensor_parallel.parallelize import parallelize
     from labkit.tensor_parallel.vocab import vocab_parallel_cross_entropy
 
     tp = parallelize(GPT(CFG, dtype=torch.float64).to(ldist.device()), sequence_parallel=sequence_parallel)
@@ -204,7 +204,7 @@ def test_zero_and_fsdp_wrapping_and_a_step(fake_gpu, method):
 
 
 def test_activation_checkpointing_and_the_memory_tracker(fake_gpu):
-    from labkit.memory.checkpointing import checkpoint_segment, make_chain
+    from labkit.memory.activation_checkpointing import checkpoint_segment, make_chain
     from labkit.memory.tracker import MemoryTracker
 
     layers = [m.to(CUDA) for m in make_chain(4, 8, seed=1)]

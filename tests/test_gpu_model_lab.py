@@ -13,7 +13,7 @@ from labkit.gpu_model import host_device as Hd
 from labkit.gpu_model import lab
 from labkit.gpu_model import stencil as St
 from labkit.gpu_model import warps as W
-from labkit.matmul.gpu_model import gpu_formula
+from labkit.matmul.thread_model import gpu_formula
 from labkit.viz import gpu_model as V
 
 

@@ -10,10 +10,14 @@ from pathlib import Path
 import pytest
 
 from labkit import grade, grading
+from labkit.grading.run import run_graded_tests, score_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted(p.stem for p in (ROOT / "solutions").glob("lab*.py"))
 KNOWN_WRONG = sorted(p for p in (ROOT / "tests" / "known_wrong").iterdir() if p.is_dir())
+# The grading runs below start together in one fixture, and the first test to wait on it bears them all
+# (about 3 min idle, 5+ under load): a longer limit than the suite's 300 s, still finite.
+pytestmark = pytest.mark.timeout(1200)
 
 
 def _public_functions(module):
@@ -66,7 +70,7 @@ def gradings(tmp_path_factory):
     pool = ThreadPoolExecutor(max_workers=2)
 
     def run(impl, lab=None, exercises=None):
-        return grade.score_table(grade.run_graded_tests(impl, lab=lab, exercises=exercises))
+        return score_table(run_graded_tests(impl, lab=lab, exercises=exercises))
 
     jobs = {"solutions": pool.submit(run, "solutions"), "exercises": pool.submit(run, "exercises")}
     for case in KNOWN_WRONG:
@@ -174,7 +178,7 @@ def test_skipped():
 def test_hang_and_crash_cost_only_their_own_points(tmp_path):
     f = tmp_path / "test_lab99_synthetic.py"
     f.write_text(textwrap.dedent(SYNTHETIC))
-    rows = {r["exercise"]: r for r in grade.score_table(grade.run_graded_tests("solutions", test_files=[f]))}
+    rows = {r["exercise"]: r for r in score_table(run_graded_tests("solutions", test_files=[f]))}
     assert {k: (v["score"], v["max_score"]) for k, v in rows.items()} == {
         "fine": (2, 2), "wrong": (0, 3), "hangs": (0, 5), "crashes": (0, 7),
         "after_the_crash": (11, 11), "skipped": (0, 13)}

@@ -265,7 +265,7 @@ def test_lab03_pictures_and_worked_problems(capsys, monkeypatch):
     assert max(b1 for b1 in range(1, 100) if 4 * 256 * (b1 + 8) <= 32768) == 24
     f = T.register_tiled_formula(512, 512, 512, 8, 4)
     assert (f.a_reads, f.b_reads) == (2 ** 27 // 4, 2 ** 27 // 8)
-    from labkit.matmul import gpu_model as G
+    from labkit.matmul import thread_model as G
     g = G.gpu_formula("v3", 4096, V=8, L=128, S=8)
     assert (g["global_reads"], g["shared_reads"]) == (2 * 4096 ** 3 // 128, 2 * 4096 ** 3 // 8)
     N = 1024

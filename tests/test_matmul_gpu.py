@@ -1,8 +1,8 @@
-"""labkit.matmul.gpu_model: simulated per-thread loads equal the GPU traffic formulas exactly."""
+"""labkit.matmul.thread_model: simulated per-thread loads equal the GPU traffic formulas exactly."""
 import numpy as np
 import pytest
 
-from labkit.matmul import gpu_model as G
+from labkit.matmul import thread_model as G
 
 
 def ints(N, seed):
@@ -68,7 +68,7 @@ def test_v3_reading_b_from_sA_has_same_traffic_but_wrong_result():
 def test_traffic_ordering_matches_formulas():
     N, V, L = 16, 4, 8
     A, B = ints(N, 8), ints(N, 9)
-    reads = {k: G.simulate(k, A, B, V=V, L=L, S=4)[1].global_reads for k in G.KERNELS}
+    reads = {k: G.run_thread_model(k, A, B, V=V, L=L, S=4)[1].global_reads for k in G.KERNELS}
     assert reads["v1"] > reads["v1.5"] > reads["v2"] > reads["v3"]
 
 
@@ -79,7 +79,7 @@ def test_traffic_ordering_matches_formulas():
     (lambda: G.simulate_v3(np.ones((8, 8)), np.ones((8, 8)), 2, 4, 3), ValueError, "S=3 must divide N=8"),
     (lambda: G.simulate_v1(np.ones((2, 3)), np.ones((3, 2))), ValueError, "square"),
     (lambda: G.simulate_v1([[1.0]], np.ones((1, 1))), TypeError, "numpy array"),
-    (lambda: G.simulate("v4", np.ones((2, 2)), np.ones((2, 2))), ValueError, "unknown kernel"),
+    (lambda: G.run_thread_model("v4", np.ones((2, 2)), np.ones((2, 2))), ValueError, "unknown kernel"),
     (lambda: G.gpu_formula("v4", 4), ValueError, "unknown kernel"),
 ])
 def test_bad_input(call, exc, msg):
@@ -97,7 +97,7 @@ def test_bad_input(call, exc, msg):
     (lambda: G.gpu_formula("v1", 8.0), TypeError, "matrix size N must be an int"),
     (lambda: G.gpu_formula("v2", 8, V=3), ValueError, "V=3 must divide N=8"),
     (lambda: G.gpu_formula("v3", 8, V=2, L=6), ValueError, "L=6 must divide N=8"),
-    (lambda: G.simulate("v1", np.ones((4, 4)), np.ones((4, 4)), V=0), ValueError, "tile size V must be >= 1"),
+    (lambda: G.run_thread_model("v1", np.ones((4, 4)), np.ones((4, 4)), V=0), ValueError, "tile size V must be >= 1"),
 ])
 def test_gpu_formula_bad_tiles_one_line(call, exc, msg):
     with pytest.raises(exc, match=msg) as excinfo:
@@ -112,12 +112,12 @@ def test_pseudocode_names_the_loads_the_simulator_counts():
     assert set(code) == set(G.KERNELS)
     assert all(len(line) <= 100 for c in code.values() for line in c.splitlines())
     # the per-thread global loads stated in the comments, against the simulation
-    per = {k: set(G.simulate(k, A, B, V=V, L=L, S=S)[1].per_thread_global.tolist()) for k in G.KERNELS}
+    per = {k: set(G.run_thread_model(k, A, B, V=V, L=L, S=S)[1].per_thread_global.tolist()) for k in G.KERNELS}
     assert "2N per thread" in code["v1"] and per["v1"] == {2 * N}
     assert "N loads, V times" in code["v1.5"] and "N loads, V*V times" in code["v1.5"]
     assert per["v1.5"] == {N * V + N * V * V}
     assert code["v2"].count("// V global loads") == 2 and per["v2"] == {2 * N * V}
     assert "2*L*S global loads" in code["v3"]            # per slab step, shared by the block's threads
-    t3 = G.simulate("v3", A, B, V=V, L=L, S=S)[1]
+    t3 = G.run_thread_model("v3", A, B, V=V, L=L, S=S)[1]
     assert t3.global_reads == (N // L) ** 2 * (N // S) * 2 * L * S
     assert "b[:] = sB[ki" in code["v3"] and "b[:] = sA" not in code["v3"]

@@ -1,10 +1,10 @@
-"""labkit.memory.checkpointing: hand-made checkpointing, measured to the byte and the FLOP."""
+"""labkit.memory.activation_checkpointing: hand-made checkpointing, measured to the byte and the FLOP."""
 import math
 
 import pytest
 import torch
 
-from labkit.memory.checkpointing import (
+from labkit.memory.activation_checkpointing import (
     best_segments, chain_loss, chain_peak_bytes, checkpoint_segment, checkpoint_table, checkpointed_chain,
     compare_table, make_chain, measure_chain, num_segments, sqrt_rule, step_flops, torch_checkpointed_chain)
 from labkit.memory.tracker import ActivationPeakTracker, MemoryTracker

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import solutions.lab09_memory as S
-from labkit.memory import checkpointing, lab
+from labkit.memory import activation_checkpointing as checkpointing, lab
 from labkit.memory.estimate import gpt_layer_saved_bytes
 from labkit.model import GPTConfig
 from labkit.viz import memory as V
@@ -44,7 +44,7 @@ def test_drawings_and_the_widget():
     fig = V.checkpoint_frame([t], 0, ymax=100)
     assert "closed form" in fig.axes[0].get_title(loc="left") and "k = 2" in fig.axes[0].get_title(loc="left")
     matplotlib.pyplot.close(fig)
-    assert V.checkpoint_widget(n_layers=3, width=4, batch_size=4) is not None
+    assert lab.checkpoint_widget(n_layers=3, width=4, batch_size=4) is not None
 
 
 def test_pictures_with_the_reference_answers(capsys):

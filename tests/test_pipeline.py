@@ -6,7 +6,7 @@ from fractions import Fraction as Fr
 
 import pytest
 
-from labkit.pipeline import Action, ScheduleError, check_schedule, is_valid, schedule, simulate
+from labkit.pipeline import Action, ScheduleError, check_schedule, is_valid, schedule, time_schedule
 from labkit.pipeline.async_sim import weight_versions
 from labkit.pipeline.schedules import dependencies
 
@@ -128,7 +128,7 @@ def test_bubble_closed_form_gpipe_1f1b(kind, tf, tb):
     for p, m in P_M:
         if kind == "1f1b" and m < p:
             continue
-        r = simulate(schedule(kind, p, m), tf, tb)
+        r = time_schedule(schedule(kind, p, m), tf, tb)
         assert r.makespan == (m + p - 1) * (tf + tb)
         # share of total time (idle / (p * makespan)):
         assert r.bubble_fraction == Fr(p - 1, m + p - 1), (p, m)
@@ -148,7 +148,7 @@ def test_bubble_closed_form_interleaved(tf, tb):
                     s = schedule("interleaved_1f1b", p, m, v)
                 except ValueError:
                     continue
-                r = simulate(s, Fr(tf, v), Fr(tb, v))
+                r = time_schedule(s, Fr(tf, v), Fr(tb, v))
                 formula = Fr(p - 1, v * m + p - 1)
                 if m >= p:
                     assert r.bubble_fraction == formula, (p, m, v)
@@ -172,43 +172,43 @@ def test_zero_bubble_closed_form(tf, ti, tw):
                     s = schedule("interleaved_zb", p, m, v)
                 except ValueError:
                     continue
-                r = simulate(s, Fr(tf) / v, Fr(ti + tw) / v, weight_time=Fr(tw) / v)
+                r = time_schedule(s, Fr(tf) / v, Fr(ti + tw) / v, weight_time=Fr(tw) / v)
                 assert r.makespan == m * (tf + ti + tw) + Fr(p - 1) * (tf + ti - tw) / v, (p, m, v)
-                one = simulate(schedule("interleaved_1f1b", p, m, v), Fr(tf) / v, Fr(ti + tw) / v)
+                one = time_schedule(schedule("interleaved_1f1b", p, m, v), Fr(tf) / v, Fr(ti + tw) / v)
                 assert r.makespan < one.makespan
                 n += 1
     assert n > 20
     # outside the condition (W slower than F) the formula no longer holds
-    r = simulate(schedule("interleaved_zb", 2, 2), 1, 3, weight_time=2)
+    r = time_schedule(schedule("interleaved_zb", 2, 2), 1, 3, weight_time=2)
     assert r.makespan != 2 * 4 + (1 + 1 - 2)
 
 
 def test_zero_bubble_memory_released_after_w():
-    r = simulate(schedule("interleaved_zb", 2, 4), 1, 2)
+    r = time_schedule(schedule("interleaved_zb", 2, 4), 1, 2)
     assert r.peak_inflight[0] == 2 and r.inflight[0][-1][1] == 0
     with pytest.raises(ValueError, match="must not exceed backward_time"):
-        simulate(schedule("interleaved_zb", 2, 4), 1, 2, weight_time=3)
+        time_schedule(schedule("interleaved_zb", 2, 4), 1, 2, weight_time=3)
 
 
 def test_interleaving_beats_1f1b():
-    a = simulate(schedule("1f1b", 4, 8), 1, 2)
-    b = simulate(schedule("interleaved_1f1b", 4, 8, 2), Fr(1, 2), 1)
+    a = time_schedule(schedule("1f1b", 4, 8), 1, 2)
+    b = time_schedule(schedule("interleaved_1f1b", 4, 8, 2), Fr(1, 2), 1)
     assert b.makespan < a.makespan and b.bubble_fraction < a.bubble_fraction
 
 
 def test_peak_inflight_1f1b_vs_gpipe():
     for p, m in P_M:
-        g = simulate(schedule("gpipe", p, m), 1, 2)
+        g = time_schedule(schedule("gpipe", p, m), 1, 2)
         assert all(g.peak_inflight[r] == m for r in range(p))
         if m >= p:
-            f = simulate(schedule("1f1b", p, m), 1, 2)
+            f = time_schedule(schedule("1f1b", p, m), 1, 2)
             assert f.peak_inflight[0] == p == min(p, m)
             assert [f.peak_inflight[r] for r in range(p)] == [p - r for r in range(p)]
             assert f.inflight[0][-1][1] == 0  # everything released at the end
 
 
 def test_inflight_series_is_consistent():
-    r = simulate(schedule("1f1b", 3, 5), 1, 2)
+    r = time_schedule(schedule("1f1b", 3, 5), 1, 2)
     for rank, steps in r.inflight.items():
         assert steps[0] == (0, 0) or steps[0][0] == 0
         assert max(c for _, c in steps) == r.peak_inflight[rank]
@@ -219,7 +219,7 @@ def test_inflight_series_is_consistent():
 def test_slowest_stage_sets_the_pace(kind):
     tf = [Fr(1), Fr(1), Fr(3), Fr(1)]
     tb = [Fr(2), Fr(2), Fr(5), Fr(2)]
-    spans = [simulate(schedule(kind, 4, m), tf, tb).makespan for m in range(4, 12)]
+    spans = [time_schedule(schedule(kind, 4, m), tf, tb).makespan for m in range(4, 12)]
     # each extra microbatch costs exactly the slowest stage's forward + backward
     assert all(b - a == 3 + 5 for a, b in zip(spans, spans[1:]))
     if kind == "gpipe":  # flow-shop closed form: sum of stages + (m - 1) * slowest
@@ -228,8 +228,8 @@ def test_slowest_stage_sets_the_pace(kind):
 
 def test_p2p_latency_adds_per_hop():
     p, m, lat = 3, 4, Fr(1, 10)
-    a = simulate(schedule("gpipe", p, m), 1, 2)
-    b = simulate(schedule("gpipe", p, m), 1, 2, p2p_latency=lat)
+    a = time_schedule(schedule("gpipe", p, m), 1, 2)
+    b = time_schedule(schedule("gpipe", p, m), 1, 2, p2p_latency=lat)
     # GPipe's critical path: p-1 forward hops and p-1 backward hops
     assert b.makespan - a.makespan == 2 * (p - 1) * lat
 
@@ -237,14 +237,14 @@ def test_p2p_latency_adds_per_hop():
 def test_simulate_bad_inputs():
     s = schedule("gpipe", 2, 2)
     with pytest.raises(ValueError, match="forward_time has 3 entries but the schedule has 2 stages"):
-        simulate(s, [1, 1, 1], 1)
+        time_schedule(s, [1, 1, 1], 1)
     with pytest.raises(ValueError, match="must be >= 0"):
-        simulate(s, -1, 1)
+        time_schedule(s, -1, 1)
     with pytest.raises(TypeError, match="forward_time must be a number"):
-        simulate(s, None, 1)
+        time_schedule(s, None, 1)
     bad = {0: [Action(0, "B", 0), Action(0, "F", 0)], 1: []}
     with pytest.raises(ScheduleError):
-        simulate(bad, 1, 1)
+        time_schedule(bad, 1, 1)
 
 
 @pytest.mark.parametrize("sched,kwargs,match", [
@@ -281,7 +281,7 @@ def test_checker_malformed_input_one_line(sched, kwargs, match):
 def test_plain_tuples_are_accepted_by_checker_and_simulator():
     plain = {r: [tuple(a) for a in acts] for r, acts in schedule("1f1b", 2, 3).items()}
     check_schedule(plain)
-    assert simulate(plain, 1, 2).makespan == simulate(schedule("1f1b", 2, 3), 1, 2).makespan
+    assert time_schedule(plain, 1, 2).makespan == time_schedule(schedule("1f1b", 2, 3), 1, 2).makespan
 
 
 @pytest.mark.parametrize("kwargs,exc,match", [
@@ -300,17 +300,17 @@ def test_simulate_bad_times_one_line(kwargs, exc, match):
     args = dict(forward_time=1, backward_time=2)
     args.update(kwargs)
     with pytest.raises(exc, match=match) as excinfo:
-        simulate(schedule("1f1b", 2, 2), **args)
+        time_schedule(schedule("1f1b", 2, 2), **args)
     assert "\n" not in str(excinfo.value)
 
 
 def test_bubble_vs_ideal_zero_times_one_line():
-    r = simulate(schedule("1f1b", 2, 2), 0, 0)
+    r = time_schedule(schedule("1f1b", 2, 2), 0, 0)
     assert r.makespan == 0 and r.bubble_fraction == 0
     with pytest.raises(ValueError, match=r"bubble_vs_ideal: total busy time is 0") as excinfo:
         r.bubble_vs_ideal()
     assert "\n" not in str(excinfo.value)
-    assert simulate(schedule("gpipe", 2, 4), 0, 1).bubble_vs_ideal() == Fr(1, 4)   # only B takes time: (p-1)/m
+    assert time_schedule(schedule("gpipe", 2, 4), 0, 1).bubble_vs_ideal() == Fr(1, 4)   # only B takes time: (p-1)/m
 
 
 # ---------------------------------------------------------------- asynchronous schedules
@@ -380,7 +380,7 @@ def test_gantt_and_compare():
 
     from labkit.viz.pipeline import as_timeline, compare_timelines, gantt
 
-    r = simulate(schedule("interleaved_1f1b", 2, 4, 2), Fr(1, 2), 1)
+    r = time_schedule(schedule("interleaved_1f1b", 2, 4, 2), Fr(1, 2), 1)
     tl = as_timeline(r)
     assert len(tl[0]) == 16 and tl[0][0][1] == 0.0
     gantt(r, "x")

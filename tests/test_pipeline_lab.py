@@ -6,7 +6,7 @@ import pytest
 
 import exercises.lab08_pipeline as stubs
 import solutions.lab08_pipeline as answers
-from labkit.pipeline import lab, schedule, simulate
+from labkit.pipeline import lab, schedule, time_schedule
 
 matplotlib.use("Agg")
 
@@ -31,7 +31,7 @@ def test_peak_table_numbers_the_notebook_explains():
     for r in range(4):
         kinds = [a.kind for a in order[r]]
         assert kinds.index("B") == 2 * (4 - 1 - r) + 1
-    assert simulate(order, 1, 2).makespan == simulate(schedule("1f1b", 4, 8), 1, 2).makespan
+    assert time_schedule(order, 1, 2).makespan == time_schedule(schedule("1f1b", 4, 8), 1, 2).makespan
 
 
 def test_executor_table_matches_one_process_and_pytorch():
@@ -51,19 +51,19 @@ def test_a_pipeline_trains_like_one_process(kind):
 
 def test_worked_problems_answers():
     # 1: bubble shares
-    assert simulate(schedule("gpipe", 8, 32), 1, 2).bubble_fraction == Fraction(7, 39)
-    assert simulate(schedule("interleaved_1f1b", 8, 32, 2), Fraction(1, 2), 1).bubble_fraction == Fraction(7, 71)
+    assert time_schedule(schedule("gpipe", 8, 32), 1, 2).bubble_fraction == Fraction(7, 39)
+    assert time_schedule(schedule("interleaved_1f1b", 8, 32, 2), Fraction(1, 2), 1).bubble_fraction == Fraction(7, 71)
     assert min(m for m in range(1, 200) if Fraction(7, m + 7) <= Fraction(1, 20)) == 133
     # 2: peaks on rank 0
-    assert simulate(schedule("gpipe", 8, 32), 1, 2).peak_inflight[0] == 32
-    assert simulate(schedule("1f1b", 8, 32), 1, 2).peak_inflight[0] == 8
+    assert time_schedule(schedule("gpipe", 8, 32), 1, 2).peak_inflight[0] == 32
+    assert time_schedule(schedule("1f1b", 8, 32), 1, 2).peak_inflight[0] == 8
     # 3: flow shop
     tf, tb = [1, 1, 3, 1], [2, 2, 5, 2]
-    assert simulate(schedule("gpipe", 4, 8), tf, tb).makespan == 73
-    assert simulate(schedule("gpipe", 4, 9), tf, tb).makespan == 81
+    assert time_schedule(schedule("gpipe", 4, 8), tf, tb).makespan == 73
+    assert time_schedule(schedule("gpipe", 4, 9), tf, tb).makespan == 81
     # 5: zero bubble vs 1F1B
     assert lab.simulate_zero_bubble(4, 8, 1, 1, 1, 1).makespan == 27
-    assert simulate(schedule("1f1b", 4, 8), 1, 2).makespan == 33
+    assert time_schedule(schedule("1f1b", 4, 8), 1, 2).makespan == 33
 
 
 def test_pictures_of_the_solutions(capsys, monkeypatch):

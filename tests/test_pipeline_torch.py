@@ -113,7 +113,7 @@ def test_pytorch_schedules_give_the_same_loss_and_grads(kind, p, v):
 # ---- run here on gloo with every tag set to 0 (so gloo matches by order too)
 
 def test_message_order_is_each_senders_action_order():
-    from labkit.pipeline.executor import message_order
+    from labkit.pipeline.comm import message_order
 
     assert message_order(schedule("gpipe", 2, 3)) == {(0, 1, "act"): [(0, 0), (0, 1), (0, 2)],
                                                       (1, 0, "grad"): [(0, 0), (0, 1), (0, 2)]}
@@ -132,15 +132,15 @@ def _out_of_order():
 
 @pytest.mark.parametrize("case", ["out_of_order", "interleaved_zb"])
 def test_executor_without_tags_matches_messages_by_order(case, monkeypatch):
-    from labkit.pipeline import executor
+    from labkit.pipeline import comm, executor
 
     sched = _out_of_order() if case == "out_of_order" else schedule("interleaved_zb", 2, 4, 2)
     check_schedule(sched)
     stages, m = (2, 2) if case == "out_of_order" else (4, 4)
     cfg = MLPConfig(num_stages=stages, num_microbatches=m, width=8, batch=2 * m)
     loss, grads = reference_step(cfg)
-    monkeypatch.setattr(executor, "act_tag", lambda *a: 0)        # what NCCL does with tags
-    monkeypatch.setattr(executor, "grad_tag", lambda *a: 0)
+    monkeypatch.setattr(comm, "act_tag", lambda *a: 0)        # what NCCL does with tags
+    monkeypatch.setattr(comm, "grad_tag", lambda *a: 0)
 
     def error(run):
         return max((a - b).abs().max().item() for s in range(stages) for a, b in zip(run.grads[s], grads[s]))
@@ -153,7 +153,8 @@ def test_executor_without_tags_matches_messages_by_order(case, monkeypatch):
 
 
 def test_a_learners_backward_receives_by_tag_so_it_runs_on_gloo():
-    from labkit.pipeline.executor import message_order, run_step
+    from labkit.pipeline.comm import message_order
+    from labkit.pipeline.executor import run_step
 
     with pytest.raises(ValueError, match="receives by tag itself"):
         run_step([], {}, 1, 1, None, None, (1,), torch.float64, backward_fn=print,

@@ -8,7 +8,7 @@ from fractions import Fraction as Fr
 
 import pytest
 
-from labkit.pipeline import Action, ScheduleError, schedule, simulate
+from labkit.pipeline import Action, ScheduleError, schedule, time_schedule
 from labkit.pipeline.async_sim import weight_versions
 from labkit.pipeline.chimera import (Layout, bidirectional_layout, check_placed, chimera_bubble,
                                      chimera_idle, chimera_memory, chimera_schedule, looped_layout,
@@ -31,7 +31,7 @@ def _one_line(excinfo):
                                            ("interleaved_zb", 4, 8, 2)])
 def test_placed_simulator_equals_the_lab_simulator_on_the_lab_placement(kind, p, m, v):
     s = schedule(kind, p, m, v)
-    a = simulate(s, 1, Fr(5, 2), weight_time=1)
+    a = time_schedule(s, 1, Fr(5, 2), weight_time=1)
     b = simulate_placed(s, looped_layout(p, m, v), 1, Fr(5, 2), weight_time=1)
     assert (a.makespan, a.bubble_fraction, a.peak_inflight, a.busy) == (b.makespan, b.bubble_fraction,
                                                                         b.peak_inflight, b.busy)
@@ -93,7 +93,7 @@ def test_chimera_idle_closed_form_for_any_times(F, B):
 def test_chimera_halves_1f1b_bubble_count_and_doubles_weights():
     D = 8
     c = simulate_placed(chimera_schedule(D, D), bidirectional_layout(D, D), 1, 1)
-    o = simulate(schedule("1f1b", D, D), 1, 1)
+    o = time_schedule(schedule("1f1b", D, D), 1, 1)
     assert c.makespan - D * 2 == D - 2 and o.makespan - D * 2 == 2 * (D - 1)
     mem = chimera_memory(D)
     assert mem["stages_per_rank_chimera"] == 2 * mem["stages_per_rank_1f1b"]

@@ -5,6 +5,7 @@ import pytest
 from labkit.parallel3d.comm_bytes import rank_bytes_per_step
 from labkit.parallel3d.grid import Coord
 from labkit.parallel3d.train import Timeline3D, TrainSetup
+from labkit.parallel3d import lab as grid_lab
 from labkit.planner import lab
 from labkit.planner.memory import first_stage_bytes, memory_per_gpu
 from labkit.planner.model import flops_per_iteration
@@ -132,7 +133,7 @@ def test_search_table_and_rejections():
     assert sum(row[1] for row in counts.rows) == len(result.rejected)
 
 
-PAIRS = {"rank_coords": (lab.coords_picture, [(2, 3)]), "group_ranks": (lab.groups_picture, [(1, 2)]),
+PAIRS = {"rank_coords": (grid_lab.coords_picture, [(2, 3)]), "group_ranks": (grid_lab.groups_picture, [(1, 2)]),
          "fits_in_memory": (lab.memory_picture, [(1, 2), (3, 4)]), "flops_per_iteration": (lab.flops_picture, [(1, 2)])}
 
 
@@ -158,7 +159,7 @@ def test_pictures_show_a_wrong_answer():
         t, rest = divmod(rank, pp * dp)
         p, d = divmod(rest, dp)
         return d, t, p
-    table = lab.coords_picture(tp_outermost)
+    table = grid_lab.coords_picture(tp_outermost)
     assert "NO" in [row[-1] for row in table.rows] and "span up to 2 nodes" in table.title
 
 
@@ -173,12 +174,12 @@ def test_worked_answers():
 
 
 def test_equivalence_and_bytes_tables_on_four_ranks():
-    runs = lab.run_grids(grids=((2, 1, 2, 2, "1f1b", "sgd"),), world=4, steps=2)
-    table = lab.equivalence_table(runs)
+    runs = grid_lab.run_grids(grids=((2, 1, 2, 2, "1f1b", "sgd"),), world=4, steps=2)
+    table = grid_lab.equivalence_table(runs)
     assert table.rows[0][4] < 1e-12 and table.rows[0][5] == 0 and table.rows[0][6] == "yes"
-    counted = lab.counted_bytes_table(runs[0])
+    counted = grid_lab.counted_bytes_table(runs[0])
     assert all(row[1] == row[2] and row[3] == row[4] for row in counted.rows)
-    tl = lab.timeline_of(runs[0])
+    tl = grid_lab.timeline_of(runs[0])
     assert sorted(tl.timeline) == [0, 1, 2, 3]
     V.timeline_figure(tl)
 

@@ -43,11 +43,11 @@ def test_spearman_hand_examples():
 # -- the machine ------------------------------------------------------------------------------------
 
 def test_machine_constants_from_the_course_measurements(monkeypatch):
-    from labkit.collectives import lab as collectives_lab
+    from labkit.collectives import timing as collectives_timing
     from labkit.roofline import measure as roofline_measure
 
     calls = {"all_reduce": 0, "matmul": 0}
-    real_ar, real_measure = collectives_lab.time_all_reduces, roofline_measure.measure
+    real_ar, real_measure = collectives_timing.time_all_reduces, roofline_measure.measure
 
     def counted_ar(*a, **k):
         calls["all_reduce"] += 1
@@ -57,7 +57,7 @@ def test_machine_constants_from_the_course_measurements(monkeypatch):
         calls["matmul"] += 1
         return real_measure(*a, **k)
 
-    monkeypatch.setattr(collectives_lab, "time_all_reduces", counted_ar)
+    monkeypatch.setattr(collectives_timing, "time_all_reduces", counted_ar)
     monkeypatch.setattr(roofline_measure, "measure", counted_measure)
     m = L.measure_machine(2, MODEL, micro_batch=1, sizes=(4 << 10, 1 << 20, 4 << 20), repeat=3)
     assert calls == {"all_reduce": 1, "matmul": len(L.matmul_shapes(MODEL, 32))}

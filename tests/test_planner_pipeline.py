@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from labkit.cluster.autoparallel import partition_stages
-from labkit.pipeline import schedule, simulate
+from labkit.pipeline import schedule, time_schedule
 from labkit.planner.pipeline import balanced_split, even_split, layer_units, pipeline_time
 
 
@@ -19,7 +19,7 @@ def test_equal_stages_give_the_textbook_bubble_exactly(p, m, v):
     # of the ideal
     t = [Fraction(3)] * (p * v)
     kind = "1f1b" if v == 1 else "interleaved_1f1b"
-    sim = simulate(schedule(kind, p, m, v), [Fraction(1)] * (p * v), [Fraction(2)] * (p * v)).makespan
+    sim = time_schedule(schedule(kind, p, m, v), [Fraction(1)] * (p * v), [Fraction(2)] * (p * v)).makespan
     got = pipeline_time(t, m, v)
     assert got == pytest.approx(float(sim), rel=1e-12)
     ideal = m * v * 3
@@ -37,7 +37,7 @@ def test_1f1b_is_exact_when_the_last_stage_is_slowest(p, m_per_p):
         f[0] += 0.05 * rng.random() * (f[-1] - 1)       # the embedding: a little, less than the head
         b = [2 * x for x in f]
         m = m_per_p * p
-        sim = simulate(schedule("1f1b", p, m), f, b).makespan
+        sim = time_schedule(schedule("1f1b", p, m), f, b).makespan
         assert pipeline_time([x + y for x, y in zip(f, b)], m) == pytest.approx(sim, rel=1e-9)
 
 
@@ -50,7 +50,7 @@ def test_1f1b_is_an_upper_bound_otherwise():
         f = [rng.uniform(0.8, 1.2) for _ in range(p)]
         b = [2 * x * rng.uniform(0.95, 1.05) for x in f]
         for m, tol in ((p, 0.15), (8 * p, 0.03)):
-            sim = simulate(schedule("1f1b", p, m), f, b).makespan
+            sim = time_schedule(schedule("1f1b", p, m), f, b).makespan
             got = pipeline_time([x + y for x, y in zip(f, b)], m)
             assert sim * (1 - 1e-12) <= got <= sim * (1 + tol), (p, m)
 
@@ -65,7 +65,7 @@ def test_interleaved_with_heavier_ends_stays_close():
                     t = [1.0] * (p * v)
                     t[-1] *= head
                     t[0] *= emb
-                    sim = simulate(schedule("interleaved_1f1b", p, m, v), [x / 3 for x in t],
+                    sim = time_schedule(schedule("interleaved_1f1b", p, m, v), [x / 3 for x in t],
                                    [2 * x / 3 for x in t]).makespan
                     assert -0.01 <= pipeline_time(t, m, v) / sim - 1 <= 0.09, (p, v, m, head, emb)
 

@@ -16,7 +16,8 @@ from torch import nn
 from labkit.data_parallel import DDP
 from labkit.dist import launch
 from labkit.model import GPT, GPTConfig, batch
-from labkit.tensor_parallel import ColumnParallelLinear, RowParallelLinear, parallelize
+from labkit.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+from labkit.tensor_parallel.parallelize import parallelize
 from labkit.tensor_parallel.blocks import ParallelAttention, ParallelMLP
 from labkit.tensor_parallel.vocab import VocabParallelEmbedding
 from labkit.zero import FSDP, ShardedOptimizer

@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from labkit.memory import checkpointing as C, estimate as E, quantize as Q
+from labkit.memory import activation_checkpointing as C, estimate as E, quantize as Q
 from labkit.memory.mixed_precision import DynamicLossScaler
 from labkit.memory.offload import tier_bandwidth
 from labkit.memory.tracker import MemoryTracker

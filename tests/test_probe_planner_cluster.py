@@ -17,7 +17,9 @@ from labkit.cluster.autoparallel import megatron_rule
 from labkit.cluster.scheduler import Job, simulate_cluster
 from labkit.model import GPTConfig
 from labkit.parallel3d.comm_bytes import bytes_per_step, rank_bytes_per_step, ring_bytes
-from labkit.planner import Model, Plan, groups, search, selene, why_not
+from labkit.parallel3d.grid import groups
+from labkit.planner import Model, Plan, selene, why_not
+from labkit.planner.search import search
 from labkit.planner.memory import layers_in_flight, micro_batches_in_flight
 from labkit.planner.search import divisors
 
@@ -45,7 +47,7 @@ BAD = [
     ("in flight pp 0", lambda: micro_batches_in_flight(0, 4), ValueError, "micro_batches_in_flight: pp"),
     ("in flight rank", lambda: micro_batches_in_flight(4, 4, rank=4), ValueError, "micro_batches_in_flight: rank"),
     ("layers in flight pp 0", lambda: layers_in_flight(8, 0, 4), ValueError, "micro_batches_in_flight: pp"),
-    ("Model hidden % heads", lambda: Model(layers=2, hidden=10, heads=3, seq_len=4, vocab=8), ValueError, "Model: hidden"),
+    ("Model hidden % heads", lambda: Model(layers=2, hidden=10, heads=3, seq_len=4, vocab=8), ValueError, "GPTConfig: hidden"),
     # 3D byte counts
     ("bytes dp 0", lambda: bytes_per_step(CFG, 0, 1, 1, 16, 4, 8), ValueError, "bytes_per_step: dp"),
     ("bytes tp float", lambda: bytes_per_step(CFG, 1, 2.0, 1, 16, 4, 8), TypeError, "bytes_per_step: tp"),

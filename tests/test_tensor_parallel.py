@@ -11,7 +11,8 @@ from torch import nn
 
 from labkit.dist import RankError, launch
 from labkit.model import GPT, GPTConfig, batch
-from labkit.tensor_parallel import ColumnParallelLinear, RowParallelLinear, count_collectives, parallelize
+from labkit.tensor_parallel import ColumnParallelLinear, RowParallelLinear, count_collectives
+from labkit.tensor_parallel.parallelize import parallelize
 
 CFG = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=32)
 B = 2

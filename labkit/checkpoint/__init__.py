@@ -15,4 +15,13 @@
                      locate and correct one error; FLOP overhead (2n+1)/n²
     voting.py        replication with majority voting: TMR is 3R² − 2R³, not 1 − (1 − R)^N
     domino.py        coordinated vs independent checkpoints: recovery lines, the domino effect
+    hierarchical.py  checkpoints in three tiers on real ranks: memory, a peer on another node, disk
+                     in the background; recovery from the nearest tier by failure kind
+    multilevel.py    multi-level checkpointing simulated (expected wall time), selective replication
+    replicated_ps.py a parameter server with a backup that takes over when the primary dies
 """
+from labkit.checkpoint.interval import daly_interval, young_interval
+from labkit.checkpoint.io import CheckpointError, CheckpointManager, CheckpointMismatch, load, read, save
+
+__all__ = ["save", "load", "read", "CheckpointManager", "CheckpointError", "CheckpointMismatch", "young_interval",
+           "daly_interval"]

@@ -182,6 +182,36 @@ def save(path, *, model: torch.nn.Module, optimizer=None, step: int = 0, extra=N
     return path
 
 
+def write_bytes(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically and durably — temporary file in the same folder,
+    fsync, rename, fsync the folder — as `save` does; for a checkpoint already serialized (its
+    bytes copied to another tier: a peer's memory, a disk). `CheckpointError` on an OS error;
+    the previous file of that name is then unchanged."""
+    path = Path(path)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"write_bytes: data must be bytes, got {type(data).__name__}")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_writer_tag()}.", suffix=".tmp")
+    except OSError as e:
+        raise CheckpointError(f"write_bytes: cannot write in {path.parent} ({_why(e)})", path, _why(e)) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise CheckpointError(f"write_bytes: cannot write {path} ({_why(e)})", path, _why(e)) from None
+        raise
+    try:
+        _fsync_dir(path.parent)
+    except OSError:
+        pass
+    return path
+
+
 # ---------------------------------------------------------------------- reading
 def read(path) -> dict:
     """The checkpoint's contents, after checking its header, length, SHA-256 and structure;

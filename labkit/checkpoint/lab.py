@@ -26,7 +26,7 @@ from labkit.checkpoint.experiments import CRASH_POINTS, crash_test, resume_exper
 from labkit.checkpoint.failures import continue_on_fewer, smaller, supervise
 from labkit.checkpoint.resume import FORGETTABLE, RunConfig, train
 from labkit.checkpoint.state import equal_state
-from labkit.dist import launch
+from labkit.dist import RankError, launch
 from labkit.table import Table
 
 RUN = RunConfig()
@@ -284,4 +284,210 @@ def abft_picture(fn):
 def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab12_fault_tolerance.py."""
     return {"atomic_save": atomic_save_picture, "resume_state": resume_picture, "young_interval": young_picture,
-            "simulate_wall_time": simulate_picture, "abft_locate": abft_picture}[exercise]
+            "simulate_wall_time": simulate_picture, "abft_locate": abft_picture, "peer_ranks": peer_picture}[exercise]
+
+
+# ---------------------------------------------------------------------- beyond one checkpoint (section 10)
+HOUR_S = 3600.0
+
+
+def tiers_demo(world: int = 4, per_node: int = 2, steps: int = 8, fail: tuple = (1, 7), disk_every: int = 4,
+               peers=None):
+    """Train with memory, peer and disk tiers (`hierarchical.train_tiered`), kill rank ``fail[0]``
+    after step ``fail[1]``, lose what each failure kind loses (`hierarchical.lose`), and resume.
+    Returns (Table, timings): per failure kind, the folders lost, the tier each rank resumed from,
+    the step, the steps done again — next to a disk-only scheme, which resumes from the last disk
+    checkpoint — and whether every rank's result equals the uninterrupted run's bit for bit; timings
+    {kind: restore seconds per rank}, plus "stall" (seconds per step of snapshot and peer copy)
+    and "persist" (seconds per background disk write), both from the first attempt."""
+    from collections import Counter
+
+    from labkit.checkpoint import hierarchical as H
+
+    full = launch(train, world, RUN, steps, quiet=True)
+    rows, timings = [], {}
+    for kind in ("process", "node", "job"):
+        with tempfile.TemporaryDirectory(prefix="labkit-tiers-") as folder:
+            layout = H.make_layout(world, per_node, folder, peers)
+            try:
+                try:
+                    launch(H.train_tiered, world, RUN, steps, layout, disk_every, False, fail, backend="gloo",
+                           quiet=True, timeout=120)
+                    raise RuntimeError("tiers_demo: no rank died")
+                except RankError as e:
+                    if e.exc_type != "RankDied":
+                        raise
+                gone = H.lose(layout, kind, fail[0])
+                res = launch(H.train_tiered, world, RUN, steps, layout, disk_every, True, backend="gloo",
+                             quiet=True, timeout=120)
+            finally:
+                H.remove(layout)
+        rec = [r["recovery"] for r in res]
+        used = Counter(r["tier"] for r in rec)
+        step = rec[0]["step"]
+        disk_only = fail[1] - 1 - (fail[1] - 1) % disk_every        # the last disk checkpoint before the failure
+        rows.append((kind, ", ".join(gone) or "-", ", ".join(f"{t} x{n}" for t, n in sorted(used.items())), step,
+                     fail[1] - step, fail[1] - disk_only,
+                     "yes" if all(compare_runs(full[k], r)["same"] for k, r in enumerate(res)) else "NO"))
+        timings[kind] = [r["seconds"] for r in rec]
+        if kind == "process":
+            timings["stall"] = [s for r in res for s in r["stall_s"]]
+            timings["persist"] = [s for r in res for s in r["persist_s"]]
+    table = Table(["failure", "memory lost", "ranks resumed from", "step", "redone", "disk only: redone",
+                   "= uninterrupted"], rows,
+                  title=f"{world} ranks on {world // per_node} nodes, memory + peer copy every step, disk every "
+                        f"{disk_every}; rank {fail[0]} dies after step {fail[1]}")
+    return table, timings
+
+
+def scenario():
+    """The multi-level example (assumptions, not measurements): failures of a process every 3 h,
+    of a node every 12 h, of every node's memory every 48 h; checkpoints to memory (1 s, restart
+    60 s), to a peer (5 s, restart 90 s), to disk (120 s, restart 300 s)."""
+    from labkit.checkpoint.multilevel import Failure, Level
+
+    levels = (Level("memory", 1, 1.0, 60.0), Level("peer", 4, 5.0, 90.0), Level("disk", 40, 120.0, 300.0))
+    kinds = (Failure("process", 3 * HOUR_S, ("memory", "peer", "disk")), Failure("node", 12 * HOUR_S, ("peer", "disk")),
+             Failure("job", 48 * HOUR_S, ("disk",)))
+    return levels, kinds
+
+
+def multilevel_table(work_h: float = 24.0, finest_s: float = 150.0, runs: int = 2000, seed: int = 0) -> Table:
+    """Expected wall time of ``work_h`` hours of work (`scenario`): disk only at Daly's interval —
+    Lab 12's closed form and its simulator (`interval.simulate_job`), and the multi-level simulator
+    with that one level — then memory + disk and memory + peer + disk at ``finest_s`` seconds
+    (the peer every 4, the disk every 40 intervals: near each level's Young interval). Wall times
+    in hours; "first order": work × (1 + `multilevel.first_order_waste`)."""
+    from labkit.checkpoint.interval import daly_interval, expected_wall_time, simulate_job
+    from labkit.checkpoint.multilevel import Failure, Level, first_order_waste, simulate_multilevel
+
+    levels, kinds = scenario()
+    work = work_h * HOUR_S
+    mtbf = 1 / sum(1 / k.mtbf_s for k in kinds)
+    disk = levels[2]
+    tau = daly_interval(disk.cost_s, mtbf)
+    closed = expected_wall_time(work, tau, disk.cost_s, disk.restart_s, mtbf).wall_s
+    lab12 = simulate_job(work, tau, disk.cost_s, disk.restart_s, mtbf, runs=runs, seed=seed)
+    one = (Level("disk", 1, disk.cost_s, disk.restart_s),)
+    anyk = (Failure("any", mtbf, ("disk",)),)
+    rows = [("disk only, closed form", f"{tau:.0f}", closed / HOUR_S, 0.0, closed / HOUR_S),
+            ("disk only, Lab 12 simulator", f"{tau:.0f}", lab12.wall_mean_s / HOUR_S, lab12.wall_se_s / HOUR_S,
+             work * (1 + first_order_waste(tau, one, anyk)) / HOUR_S)]
+    sim = simulate_multilevel(work, tau, one, anyk, runs=runs, seed=seed + 1)
+    rows.append(("disk only, multi-level simulator", f"{tau:.0f}", sim.wall_mean_s / HOUR_S, sim.wall_se_s / HOUR_S,
+                 rows[-1][4]))
+    two = (levels[0], Level("disk", 40, disk.cost_s, disk.restart_s))
+    for name, lv in (("memory + disk", two), ("memory + peer + disk", levels)):
+        names = {l.name for l in lv}
+        kk = tuple(Failure(k.name, k.mtbf_s, tuple(s for s in k.survives if s in names)) for k in kinds)
+        sim = simulate_multilevel(work, finest_s, lv, kk, runs=runs, seed=seed + 2)
+        every = "/".join(f"{l.every * finest_s:.0f}" for l in lv)
+        rows.append((name, every, sim.wall_mean_s / HOUR_S, sim.wall_se_s / HOUR_S,
+                     work * (1 + first_order_waste(finest_s, lv, kk)) / HOUR_S))
+    return Table(["scheme", "intervals s", "wall h", "+- h", "first order h"], rows,
+                 formats={"wall h": ".2f", "+- h": ".2f", "first order h": ".2f"},
+                 title=f"{work_h:g} h of work; failures: process 3 h, node 12 h, job 48 h; {runs} runs a scheme")
+
+
+def pipeline_components():
+    """The selective-replication example (assumptions): an embedding stage on 4 large-memory hosts
+    whose restart reloads 1 TB of tables (30 min), and three transformer stages of 4 GPU nodes each
+    (restart 5 min); every machine fails once a month on average."""
+    from labkit.checkpoint.multilevel import Component
+
+    month = 30 * 24 * HOUR_S
+    return (Component("embedding", 4, month, 1800.0),) + tuple(
+        Component(f"stage {k}", 4, month, 300.0) for k in (1, 2, 3))
+
+
+def replication_table(interval_s: float = HOUR_S, checkpoint_s: float = 120.0, failover_s: float = 30.0) -> Table:
+    """Waste (first order, `multilevel.replication_cost`) replicating no stage, one stage, or all
+    of `pipeline_components`: extra machines, the wasted share of the wall time per unit of work,
+    and the waste each extra machine removes."""
+    from labkit.checkpoint.multilevel import replication_cost
+
+    comps = pipeline_components()
+    names = [c.name for c in comps]
+    base = replication_cost(comps, (), interval_s, checkpoint_s, failover_s)
+    rows = []
+    for chosen in [()] + [(n,) for n in names] + [tuple(names)]:
+        cost = replication_cost(comps, chosen, interval_s, checkpoint_s, failover_s)
+        extra = cost["devices"] - base["devices"]
+        rows.append((", ".join(chosen) if chosen else "none", extra, 100 * (cost["wall"] - 1),
+                     100 * (base["wall"] - cost["wall"]) / extra if extra else 0.0))
+    return Table(["replicated", "extra machines", "waste %", "removed per machine, %"], rows,
+                 formats={"waste %": ".3f", "removed per machine, %": ".4f"},
+                 title=f"16 machines, each failing once a month; checkpoint every {interval_s / 60:g} min "
+                       f"({checkpoint_s:g} s); failover {failover_s:g} s")
+
+
+def replicated_ps_table(workers: int = 3, steps: int = 12, kill_clock: int = 5) -> Table:
+    """The replicated parameter server (`replicated_ps`) with no failure, with the primary killed
+    after forwarding clock ``kill_clock`` to the backup and before, and without a backup: whether
+    the run finished, from which clock the backup served, and whether every surviving rank ends
+    with one process's synchronous SGD, bit for bit."""
+    from labkit.checkpoint import replicated_ps as R
+    from labkit.data_parallel.param_server import PSConfig
+
+    cfg = PSConfig(mode="bsp", steps=steps, lr=0.1, compute_s=0.002)
+    want = R.bsp_in_one_process(cfg, workers)
+    rows = []
+    for label, kill, backup in (("no failure", None, True),
+                                ("primary dies after forwarding", (kill_clock, "after_forward"), True),
+                                ("primary dies before forwarding", (kill_clock, "before_forward"), True),
+                                ("primary dies, no backup", (kill_clock, "after_forward"), False)):
+        try:
+            res = R.run_replicated(cfg, workers, kill, backup)
+        except RankError as e:
+            who = "a worker" if e.rank >= 2 else f"rank {e.rank}"    # whichever worker noticed first
+            rows.append((label, "no", "-", f"{who}: {e.exc_type}"))
+            continue
+        finals = [r["final"] for r in res if r is not None and r["final"] is not None]
+        server = res[1]["served_from"] if res[0] is None else "-"
+        rows.append((label, "yes", server, "yes" if all(torch.equal(f, want) for f in finals) else "NO"))
+    return Table(["run", "finished", "backup served after clock", "every rank = one process"], rows,
+                 title=f"primary, backup and {workers} workers, {steps} clocks of BSP; the primary killed at "
+                       f"clock {kill_clock}")
+
+
+def peer_picture(fn, world: int = 8, per_node: int = 2):
+    """Your ``peer_ranks`` drawn on the nodes, and what each node's loss leaves of the in-memory
+    checkpoints (ranks that would have to fall back to disk)."""
+    from IPython.display import HTML, display
+
+    from labkit.checkpoint.hierarchical import lost_on_node_failure, peer_ranks
+    from labkit.viz import checkpoint as V
+    from labkit.viz.player import figure_to_html
+
+    yours = [int(p) for p in fn(world, per_node)]
+    display(HTML(figure_to_html(V.tiers_figure(yours, per_node))))
+    rows = []
+    for node in range(world // per_node):
+        rows.append((node, lost_on_node_failure(yours, per_node, node),
+                     lost_on_node_failure(peer_ranks(world, per_node), per_node, node)))
+    table = Table(["node lost", "yours: ranks left with only disk", "labkit's"], rows,
+                  title=f"your peers: {yours}; a permutation: {'yes' if sorted(yours) == list(range(world)) else 'NO'}")
+    print(table)
+    return table
+
+
+def recovery_table(finest_s: float = 150.0) -> Table:
+    """Expected seconds a failure of each kind costs in `scenario` (restart from the level it falls
+    back to, plus half that level's interval of work lost), with memory + peer + disk at
+    ``finest_s``, and with the disk alone at Daly's interval."""
+    from labkit.checkpoint.interval import daly_interval
+    from labkit.checkpoint.multilevel import fallback
+
+    levels, kinds = scenario()
+    disk = levels[2]
+    tau = daly_interval(disk.cost_s, 1 / sum(1 / k.mtbf_s for k in kinds))
+    rows = []
+    for k in kinds:
+        l = fallback(levels, k)
+        rows.append((k.name, k.mtbf_s / HOUR_S, l.name, l.restart_s, l.every * finest_s / 2,
+                     l.restart_s + l.every * finest_s / 2, disk.restart_s + tau / 2))
+    return Table(["failure", "MTBF h", "falls back to", "restart s", "lost work s", "recovery s",
+                  "disk only s"], rows,
+                 formats={"MTBF h": ".0f", "restart s": ".0f", "lost work s": ".0f", "recovery s": ".0f",
+                          "disk only s": ".0f"},
+                 title="expected cost of one failure: restart + half the interval of the level it falls back to")

@@ -381,3 +381,53 @@ def compare_balancing(times, workers: int, steal_s: float, seeds=range(5)) -> Ba
     return BalanceComparison(static_assignment(t, P, "round_robin").makespan, static_assignment(t, P, "block").makespan,
                              list_schedule(t, P).makespan, list_schedule(t, P, "lpt").makespan,
                              float(np.mean(ws)), float(t.sum() / P), lower_bound(t, P))
+
+
+# ---------------------------------------------------------------- threshold rebalancing
+
+
+@dataclass(frozen=True)
+class RebalanceRun:
+    """Outcome of `threshold_rebalancing`: total seconds (steps plus rebalancing pauses), the
+    steps' seconds alone, the ideal (every step at the mean load), rebalances done, and each
+    step's max/mean load (as it ran, after any rebalancing)."""
+
+    total_s: float
+    steps_s: float
+    ideal_s: float
+    rebalances: int
+    max_over_mean: np.ndarray = field(repr=False)
+
+
+def threshold_rebalancing(workers: int, steps: int, threshold: float, rebalance_s: float, sigma: float = 0.1,
+                          seed: int = 0) -> RebalanceRun:
+    """Synchronous steps over work that drifts: each worker's load (seconds per step, 1 at the
+    start) is multiplied every step by a seeded lognormal factor of mean 1 and log-std ``sigma``
+    (the mesh refines, the experts get more tokens, ...). Before each step, if the largest load
+    exceeds (1 + ``threshold``) × the mean, the (divisible) work is spread evenly again at a cost of
+    ``rebalance_s`` seconds. A step takes the largest load. ``threshold`` = math.inf never
+    rebalances; 0 rebalances whenever the loads differ. The same seed gives the same drift
+    whatever the threshold, so runs compare like for like."""
+    fn = "threshold_rebalancing"
+    P = check_int(fn, "workers", workers, minimum=1, maximum=MAX_ENUMERATED)
+    n = check_int(fn, "steps", steps, minimum=1, maximum=MAX_ENUMERATED)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold >= 0:
+        raise ValueError(f"{fn}: threshold must be a number >= 0 (math.inf: never), got {threshold!r}")
+    cost = check_real(fn, "rebalance_s", rebalance_s)
+    if cost < 0:
+        raise ValueError(f"{fn}: rebalance_s must be >= 0 seconds, got {cost}")
+    s = check_real(fn, "sigma", sigma)
+    rng = np.random.default_rng(check_int(fn, "seed", seed, minimum=0))
+    drift = np.exp(rng.normal(-s * s / 2, s, size=(n, P)))
+    load = np.ones(P)
+    steps_s, ideal, done, ratio = 0.0, 0.0, 0, np.empty(n)
+    for k in range(n):
+        load = load * drift[k]
+        mean = load.mean()
+        if load.max() > (1 + threshold) * mean:
+            load = np.full(P, mean)
+            done += 1
+        ratio[k] = load.max() / mean
+        steps_s += load.max()
+        ideal += mean
+    return RebalanceRun(steps_s + done * cost, steps_s, ideal, done, ratio)

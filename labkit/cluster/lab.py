@@ -12,6 +12,13 @@
     measured_layer_costs(...)           forward + backward seconds of a small GPT's pieces (timed)
     stage_partition_table(costs, ...)   pipeline stages by DP vs equal layer counts
     sharding_table(...)                 per-layer sharding by DP vs brute force vs column/row rule
+    striping_table(k)                   ECMP hashing vs link balancing vs striping on a fat tree
+    flit_table(hops, flits)             store-and-forward vs worm-hole latency, simulated vs formula
+    dead_link_table()                   a ring, a torus, a fat tree with one link dead
+    packing_table(jobs)                 multi-resource bin packing: first fit, FFD vs the optimum;
+                                        also the share of each resource FFD leaves free
+    rebalance_table(thresholds)         threshold rebalancing of drifting loads
+    locality_table(...)                 delay scheduling: locality after waiting, formula vs Monte Carlo
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters). Everything is seeded and
 rounded, so the printed numbers repeat from run to run; the one exception is
@@ -27,7 +34,9 @@ from labkit.checks import check_int
 from labkit.cluster import autoparallel as A
 from labkit.cluster import balance as B
 from labkit.cluster import hierarchical as H
+from labkit.cluster import packing as P
 from labkit.cluster import placement as PL
+from labkit.cluster import routing as R
 from labkit.cluster import scheduler as S
 from labkit.cluster import topology as T
 from labkit.collectives.chunking import chunk_sizes
@@ -330,3 +339,132 @@ def sharding_table(h: int = 1024, tokens: int = 4096, devices: int = 8, link=NVL
 __all__ = ["NVLINK", "IB_HDR", "topology_table", "default_topologies", "hierarchical_table",
            "all_reduce_model_table", "placement_table", "scheduler_table", "balance_table",
            "measured_layer_costs", "stage_partition_table", "sharding_chains", "sharding_table"]
+
+
+# ---------------------------------------------------------------- routing, dead links, packing, rebalancing
+
+
+def striping_table(k: int = 4, seeds=range(200)) -> Table:
+    """Random permutations (every host sends 1 unit to one other host, seeded) on a k-ary fat tree,
+    routed by ECMP hashing, link balancing (least-loaded path first) and striping over every
+    shortest path (`routing.link_loads`): the bottleneck link's load — the transfer's time in units
+    of one unit over one link — its mean and worst over the permutations, and how often it
+    exceeds 1 (some link carries two flows' worth while others idle)."""
+    topo = T.fat_tree(k)
+    rows = []
+    for routing in R.ROUTINGS:
+        worst = [max(R.link_loads(topo, R.permutation_flows(topo.hosts, s), routing, seed=s).values()) for s in seeds]
+        rows.append((routing, sum(worst) / len(worst), max(worst), 100 * sum(w > 1 + 1e-9 for w in worst) / len(worst)))
+    paths = [len(R.shortest_paths(topo, 0, h)) for h in (1, k // 2, k ** 3 // 4 - 1)]
+    return Table(["routing", "mean bottleneck", "worst", "% above 1"], rows,
+                 formats={"mean bottleneck": ".3f", "worst": ".2f", "% above 1": ".1f"},
+                 title=f"fat tree k={k} ({len(topo.hosts)} hosts), {len(list(seeds))} permutations; paths per pair: "
+                       f"{paths[0]} same edge, {paths[1]} same pod, {paths[2]} across pods")
+
+
+def flit_table(hops=(1, 2, 4, 8), flits: int = 32, router_cycles: int = 1) -> Table:
+    """One message of ``flits`` flits over each number of hops, simulated cycle by cycle
+    (`routing.simulate_flits`) with store-and-forward and worm-hole routing, next to the closed
+    forms h·(r + L) and h·(r + 1) + L − 1."""
+    rows = []
+    for h in hops:
+        saf = R.simulate_flits(h, flits, "store_and_forward", router_cycles)["cycles"]
+        wh = R.simulate_flits(h, flits, "wormhole", router_cycles)["cycles"]
+        rows.append((h, saf, R.saf_cycles(h, flits, router_cycles), wh, R.wormhole_cycles(h, flits, router_cycles),
+                     saf / wh))
+    return Table(["hops", "store-and-forward", "h(r+L)", "worm-hole", "h(r+1)+L-1", "ratio"], rows,
+                 formats={"ratio": ".2f"},
+                 title=f"{flits} flits, {router_cycles} cycle(s) to route the head at each hop; cycles")
+
+
+def dead_link_table(topologies=None) -> Table:
+    """Each topology whole and with one link dead (for the fat tree, an aggregation–core link):
+    diameter and bisection width from the graph (`topology`), and the bottleneck load
+    of an all-to-all (every host 1 unit to every other, striped over the shortest paths that are
+    left: `routing.link_loads`) — its growth is the all-to-all's slow-down."""
+    topos = [T.ring(8), T.torus2d(4, 4), T.fat_tree(4)] if topologies is None else list(topologies)
+    rows = []
+    for t in topos:
+        inner = [l for l in t.links() if t.roles[l[0]] != "host" and t.roles[l[1]] != "host"]
+        dead = R.without_links(t, [inner[-1] if t.kind == "fat_tree" else t.links()[0]])
+        flows = R.all_to_all_flows(t.hosts)
+        b0, b1 = T.bisection_width(t), T.bisection_width(dead)
+        l0, l1 = max(R.link_loads(t, flows).values()), max(R.link_loads(dead, flows).values())
+        rows.append((_label(t), T.diameter(t), T.diameter(dead), b0, b1, 100 * (b0 - b1) / b0, l1 / l0))
+    return Table(["topology", "diameter", "diam., dead", "bisection", "bisec., dead", "lost %", "all-to-all x"],
+                 rows, formats={"lost %": ".1f", "all-to-all x": ".3f"},
+                 title="one link dead, traffic re-routed on the shortest paths that remain")
+
+
+PACK_NODE = (8, 64, 512)   # GPUs, CPU cores, GB of memory per node
+
+
+def packing_table(jobs: int = 12, seeds=range(200), capacity=PACK_NODE) -> tuple:
+    """``jobs`` random jobs (`packing.random_jobs`, seeded) on nodes of ``capacity`` (GPUs, cores,
+    GB): nodes used by first fit in arrival order, first-fit decreasing (by largest share and by
+    sum of shares) and the exact optimum, with every resource and with the GPUs alone; the mean
+    over the seeds, how often each rule needs more nodes than the optimum, its worst ratio, and
+    "% not optimal": how often the rule's count differs from the optimum (above it; the lower
+    bound: below), "worst ratio" the largest factor between them. Returns (Table, {resource: the
+    mean free share of it on the nodes FFD uses})."""
+    cap = tuple(capacity)
+    res = {name: [] for name in ("lower bound", "first fit", "FFD, largest share", "FFD, sum of shares", "optimum",
+                                 "GPUs only: FFD", "GPUs only: optimum")}
+    free = []
+    for s in seeds:
+        d = P.random_jobs(jobs, s, cap)
+        opt = P.optimal_bins(d, cap)[0]
+        ffd = P.first_fit_decreasing(d, cap, "max")
+        free.append(P.stranded(d, cap, ffd))
+        g = d[:, :1]
+        got = {"lower bound": P.lower_bound(d, cap), "first fit": P.nodes_used(P.first_fit(d, cap)),
+               "FFD, largest share": P.nodes_used(ffd),
+               "FFD, sum of shares": P.nodes_used(P.first_fit_decreasing(d, cap, "sum")), "optimum": opt,
+               "GPUs only: FFD": P.nodes_used(P.first_fit_decreasing(g, cap[:1])),
+               "GPUs only: optimum": P.optimal_bins(g, cap[:1])[0]}
+        for name, n in got.items():
+            res[name].append((n, got["GPUs only: optimum"] if name.startswith("GPUs") else opt))
+    rows = []
+    for name, pairs in res.items():
+        n = len(pairs)
+        rows.append((name, sum(a for a, _ in pairs) / n, 100 * sum(a != b for a, b in pairs) / n,
+                     max(max(a / b, b / a) for a, b in pairs)))
+    mean_free = {name: sum(f[i] for f in free) / len(free) for i, name in enumerate(("GPUs", "cores", "memory"))}
+    table = Table(["rule", "mean nodes", "% not optimal", "worst ratio"], rows,
+                  formats={"mean nodes": ".3f", "% not optimal": ".1f", "worst ratio": ".3f"},
+                  title=f"{jobs} jobs on nodes of {cap[0]} GPUs, {cap[1]} cores, {cap[2]} GB; {len(free)} seeds")
+    return table, mean_free
+
+
+def rebalance_table(thresholds=(0.0, 0.1, 0.2, 0.3, 0.5, 1.0, math.inf), workers: int = 16, steps: int = 500,
+                    rebalance_s: float = 0.5, sigma: float = 0.1, seed: int = 0) -> Table:
+    """`balance.threshold_rebalancing` at each threshold (the same drift): rebalances, seconds of
+    steps, of rebalancing and in all, the worst max/mean load a step ran with (never above
+    1 + threshold), and the total over the best threshold's."""
+    runs = {th: B.threshold_rebalancing(workers, steps, th, rebalance_s, sigma, seed) for th in thresholds}
+    best = min(r.total_s for r in runs.values())
+    rows = [("never" if th == math.inf else f"{th:g}", r.rebalances, r.steps_s, r.rebalances * rebalance_s, r.total_s,
+             float(r.max_over_mean.max()), r.total_s / best) for th, r in runs.items()]
+    return Table(["threshold", "rebalances", "steps s", "rebalancing s", "total s", "worst max/mean", "÷ best"], rows,
+                 formats={"steps s": ".1f", "rebalancing s": ".1f", "total s": ".1f", "worst max/mean": ".3f",
+                          "÷ best": ".2f"},
+                 title=f"{workers} workers, {steps} steps, loads drifting (log-std {sigma:g} a step); "
+                       f"a rebalance costs {rebalance_s:g} s")
+
+
+def locality_table(nodes: int = 100, replicas: int = 3, free: int = 5, waits=(0, 5, 10, 20, 40),
+                   trials: int = 20000, seed: int = 0) -> Table:
+    """Delay scheduling (`scheduler.local_probability`): the chance a job runs beside its data after
+    waiting for up to D node releases, closed form next to a Monte Carlo of ``trials`` (with its
+    standard error), the mean releases waited, and what that wait is in seconds when the ``nodes``
+    busy nodes run jobs of 1 minute and of 1 hour (one release every duration / nodes on average)."""
+    rows = []
+    for d in waits:
+        p = S.local_probability(nodes, replicas, free, d)
+        sim = S.simulate_locality(nodes, replicas, free, d, trials, seed + d)
+        se = math.sqrt(max(p * (1 - p), 1e-12) / trials)
+        rows.append((d, p, sim["local"], se, sim["waited"], sim["waited"] * 60 / nodes, sim["waited"] * 3600 / nodes))
+    return Table(["wait D", "local", "simulated", "+-", "releases waited", "1-min jobs s", "1-h jobs s"], rows,
+                 formats={"local": ".3f", "simulated": ".3f", "+-": ".3f", "releases waited": ".2f",
+                          "1-min jobs s": ".1f", "1-h jobs s": ".0f"},
+                 title=f"{nodes} nodes, {replicas} copies of the input, {free} nodes free; {trials} trials each")

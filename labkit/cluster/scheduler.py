@@ -157,25 +157,7 @@ def simulate_cluster(jobs, nodes: int, gpus_per_node: int, policy: str,
     """Event-driven simulation of a FIFO queue (head-of-line blocking) on the cluster under
     ``policy``. Events at the same time: completions first, then arrivals, then the head of the
     queue starts as long as it fits. Deterministic for a given job list."""
-    nodes = check_int("simulate_cluster", "nodes", nodes, minimum=1)
-    G = check_int("simulate_cluster", "gpus_per_node", gpus_per_node, minimum=1)
-    if policy not in POLICIES:
-        raise ValueError(f"simulate_cluster: policy must be one of {', '.join(POLICIES)}, got {policy!r}")
-    penalty = check_real("simulate_cluster", "span_penalty", span_penalty)
-    if penalty < 0:
-        raise ValueError(f"simulate_cluster: span_penalty must be >= 0, got {penalty}")
-    jobs = list(jobs) if not isinstance(jobs, (str, bytes)) and hasattr(jobs, "__iter__") else None
-    if jobs is None or not all(isinstance(j, Job) for j in jobs):
-        raise TypeError("simulate_cluster: jobs must be a list of scheduler.Job")
-    jobs = sorted(jobs, key=lambda j: (j.arrival, j.id))
-    if not jobs:
-        raise ValueError("simulate_cluster: jobs must not be empty")
-    if len({j.id for j in jobs}) != len(jobs):
-        raise ValueError("simulate_cluster: job ids must be distinct")
-    for j in jobs:
-        if j.gpus > nodes * G or j.gpus < 1 or j.duration < 0 or j.arrival < 0:
-            raise ValueError(f"simulate_cluster: job {j.id} cannot run here ({j.gpus} GPUs, cluster has "
-                             f"{nodes * G}; duration and arrival must be >= 0)")
+    nodes, G, penalty, jobs = _checked("simulate_cluster", jobs, nodes, gpus_per_node, policy, span_penalty)
     free = [G] * nodes
     queue: deque = deque()
     running: list = []               # heap of (end, job id, placement)
@@ -200,22 +182,57 @@ def simulate_cluster(jobs, nodes: int, gpus_per_node: int, policy: str,
         while nxt < len(jobs) and jobs[nxt].arrival == t:
             queue.append(jobs[nxt])
             nxt += 1
-        while queue:
-            job = queue[0]
-            where = place(free, job.gpus, G, policy)
-            if where is None:
-                break
-            queue.popleft()
-            for i, k in where.items():
-                if k > free[i]:
-                    raise RuntimeError(f"simulate_cluster: policy {policy} took {k} GPUs on node {i} "
-                                       f"with {free[i]} free")
-                free[i] -= k
-            extra = len(where) - -(-job.gpus // G)
-            end = t + job.duration * (1 + penalty * extra)
-            records[job.id] = JobRecord(job, t, end, dict(where))
-            heapq.heappush(running, (end, job.id, where))
-    recs = [records[j.id] for j in jobs]
+        _start_queued(queue, free, G, policy, penalty, t, records, running)
+    return _result(policy, nodes, G, [records[j.id] for j in jobs], busy_gs, stranded, blocked)
+
+
+def _checked(fn: str, jobs, nodes, gpus_per_node, policy, span_penalty) -> tuple:
+    """(nodes, GPUs per node, span penalty, the jobs sorted by arrival), or a one-line error."""
+    nodes = check_int(fn, "nodes", nodes, minimum=1)
+    G = check_int(fn, "gpus_per_node", gpus_per_node, minimum=1)
+    if policy not in POLICIES:
+        raise ValueError(f"{fn}: policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    penalty = check_real(fn, "span_penalty", span_penalty)
+    if penalty < 0:
+        raise ValueError(f"{fn}: span_penalty must be >= 0, got {penalty}")
+    jobs = list(jobs) if not isinstance(jobs, (str, bytes)) and hasattr(jobs, "__iter__") else None
+    if jobs is None or not all(isinstance(j, Job) for j in jobs):
+        raise TypeError(f"{fn}: jobs must be a list of scheduler.Job")
+    jobs = sorted(jobs, key=lambda j: (j.arrival, j.id))
+    if not jobs:
+        raise ValueError(f"{fn}: jobs must not be empty")
+    if len({j.id for j in jobs}) != len(jobs):
+        raise ValueError(f"{fn}: job ids must be distinct")
+    for j in jobs:
+        if j.gpus > nodes * G or j.gpus < 1 or j.duration < 0 or j.arrival < 0:
+            raise ValueError(f"{fn}: job {j.id} cannot run here ({j.gpus} GPUs, cluster has "
+                             f"{nodes * G}; duration and arrival must be >= 0)")
+    return nodes, G, penalty, jobs
+
+
+def _start_queued(queue: deque, free: list[int], G: int, policy: str, penalty: float, t: float,
+                  records: dict, running: list) -> None:
+    """Start the head of the queue at time ``t`` for as long as it fits (FIFO: head-of-line blocking);
+    a job spread over more nodes than it needs runs ``penalty`` longer per extra node."""
+    while queue:
+        job = queue[0]
+        where = place(free, job.gpus, G, policy)
+        if where is None:
+            break
+        queue.popleft()
+        for i, k in where.items():
+            if k > free[i]:
+                raise RuntimeError(f"simulate_cluster: policy {policy} took {k} GPUs on node {i} "
+                                   f"with {free[i]} free")
+            free[i] -= k
+        extra = len(where) - -(-job.gpus // G)
+        end = t + job.duration * (1 + penalty * extra)
+        records[job.id] = JobRecord(job, t, end, dict(where))
+        heapq.heappush(running, (end, job.id, where))
+
+
+def _result(policy: str, nodes: int, G: int, recs: list, busy_gs: float, stranded: float,
+            blocked: float) -> ClusterResult:
     makespan = max((r.end for r in recs), default=0.0)
     waits = [r.wait for r in recs]
     span = [len(r.placement) - -(-r.job.gpus // G) for r in recs]
@@ -228,3 +245,51 @@ def simulate_cluster(jobs, nodes: int, gpus_per_node: int, policy: str,
 def compare_policies(jobs, nodes: int, gpus_per_node: int, span_penalty: float = 0.0) -> dict:
     """{policy: ClusterResult} for every policy on the same jobs."""
     return {p: simulate_cluster(jobs, nodes, gpus_per_node, p, span_penalty) for p in POLICIES}
+
+
+# ---------------------------------------------------------------- data locality: delay scheduling
+
+
+def _locality_args(fn: str, nodes: int, replicas: int, free: int, waits: int) -> tuple[int, int, int, int]:
+    n = check_int(fn, "nodes", nodes, minimum=1, maximum=MAX_ENUMERATED)
+    r = check_int(fn, "replicas", replicas, minimum=1, maximum=n)
+    f = check_int(fn, "free", free, minimum=1, maximum=n)
+    d = check_int(fn, "waits", waits, minimum=0, maximum=n - f)
+    return n, r, f, d
+
+
+def local_probability(nodes: int, replicas: int, free: int, waits: int = 0) -> float:
+    """Delay scheduling (Zaharia et al., EuroSys 2010), in its simplest form: a job whose input has
+    ``replicas`` copies on distinct random nodes of ``nodes`` finds ``free`` random nodes free; it
+    takes a free node holding a copy if there is one, else waits for up to ``waits`` more nodes to
+    be released (each a random busy node, without repeats) and takes the first one holding a copy.
+    The probability that it runs beside its data:
+
+        1 − C(N − r, f)/C(N, f) · C(N − f − r, D)/C(N − f, D)
+
+    (no copy among the free nodes, and none among the D released next)."""
+    n, r, f, d = _locality_args("local_probability", nodes, replicas, free, waits)
+    if f > n - r:                                      # more free nodes than nodes without a copy
+        return 1.0
+    return 1 - math.comb(n - r, f) / math.comb(n, f) * math.comb(n - f - r, d) / math.comb(n - f, d)
+
+
+def simulate_locality(nodes: int, replicas: int, free: int, waits: int, trials: int, seed: int) -> dict:
+    """Monte Carlo of `local_probability`'s model: per trial, replicas on random distinct nodes, a
+    random free set, the busy nodes released in random order. Returns {"local": fraction of trials
+    run beside the data, "waited": mean releases waited (0 when a free node held a copy; ``waits``
+    when none came)}."""
+    n, r, f, d = _locality_args("simulate_locality", nodes, replicas, free, waits)
+    trials = check_int("simulate_locality", "trials", trials, minimum=1, maximum=MAX_ENUMERATED)
+    rng = np.random.default_rng(check_int("simulate_locality", "seed", seed, minimum=0))
+    local, waited = 0, 0
+    for _ in range(trials):
+        order = rng.permutation(n)                         # the first f are free, then the releases
+        copies = set(rng.choice(n, size=r, replace=False).tolist())
+        if any(int(u) in copies for u in order[:f]):
+            local += 1
+            continue
+        hit = next((k for k, u in enumerate(order[f:f + d]) if int(u) in copies), None)
+        local += hit is not None
+        waited += d if hit is None else hit + 1
+    return {"local": local / trials, "waited": waited / trials}

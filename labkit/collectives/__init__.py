@@ -21,7 +21,7 @@ from labkit.collectives.primitives import PRIMITIVES, primitive_states
 from labkit.collectives.recursive import recursive_doubling_all_reduce
 from labkit.collectives.ring import (ring_all_gather, ring_all_gather_chunks, ring_all_reduce,
                                      ring_reduce_scatter, ring_reduce_scatter_chunks)
-from labkit.collectives.simulate import simulate
+from labkit.collectives.simulate import trace_collective
 from labkit.collectives.stats import CommStats
 from labkit.collectives.tree import tree_broadcast, tree_reduce
 
@@ -30,5 +30,6 @@ __all__ = [
     "ring_all_reduce", "ring_reduce_scatter", "ring_all_gather",
     "ring_reduce_scatter_chunks", "ring_all_gather_chunks",
     "tree_broadcast", "tree_reduce", "recursive_doubling_all_reduce",
-    "simulate", "PRIMITIVES", "primitive_states", "coefficients", "predict_time", "fit_alpha_beta", "crossover_bytes",
+    "trace_collective", "PRIMITIVES", "primitive_states", "coefficients", "predict_time", "fit_alpha_beta",
+    "crossover_bytes",
 ]

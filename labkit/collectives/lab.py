@@ -33,7 +33,8 @@ from labkit.collectives.p2p import recording
 from labkit.collectives.primitives import PRIMITIVES, primitive_states
 from labkit.collectives.recursive import recursive_doubling_all_reduce
 from labkit.collectives.ring import ring_all_reduce
-from labkit.collectives.simulate import simulate, trace_from_rounds
+from labkit.collectives.simulate import trace_collective, trace_from_rounds
+from labkit.collectives.timing import SIZES, TIMED, gloo_all_reduce, samples_of, time_all_reduces  # noqa: F401
 from labkit.table import Table
 from labkit.collectives.tree import tree_broadcast, tree_reduce
 
@@ -121,7 +122,7 @@ def ring_vs_trace(n: int = 4, length: int = 10) -> tuple[Table, np.ndarray]:
     """
     from labkit.dist import launch
 
-    trace = simulate("ring_all_reduce", n, length)
+    trace = trace_collective("ring_all_reduce", n, length)
     want = trace.values(ring_inputs(n, length))
     rows = []
     real = launch(_ring_rank, n, length, backend="gloo")
@@ -199,61 +200,14 @@ def rounds_table(ps=(2, 4, 8, 16, 64)) -> Table:
         for a in algs:
             r, b = alpha_beta.coefficients(a, p, 1.0)
             cells.append(f"{r}α + {b:.3g}·Sβ")
-        rows.append(tuple([p, simulate("ring_all_reduce", p, p).n_steps] + cells))
+        rows.append(tuple([p, trace_collective("ring_all_reduce", p, p).n_steps] + cells))
     return Table(["p", "ring rounds traced"] + [short[a] for a in algs], rows)
 
 
 # --------------------------------------------------------------------------- section 5: timing and the α–β fit
 
-TIMED = ("ring_all_reduce", "recursive_doubling_all_reduce", "tree_all_reduce", "gloo_all_reduce")
-SIZES = (256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 SHORT = {"ring_all_reduce": "ring", "recursive_doubling_all_reduce": "rec. doubling",
          "tree_all_reduce": "tree", "gloo_all_reduce": "gloo dist.all_reduce"}
-
-
-def _tree_all_reduce(x):
-    return tree_reduce(x, 0) + tree_broadcast(x, 0)
-
-
-def _gloo_all_reduce(x):
-    dist.all_reduce(x)
-
-
-_TIMED_FNS = {"ring_all_reduce": ring_all_reduce, "recursive_doubling_all_reduce": recursive_doubling_all_reduce,
-              "tree_all_reduce": _tree_all_reduce, "gloo_all_reduce": _gloo_all_reduce}
-
-
-def _time_rank(rank, n, sizes, algorithms, repeat):
-    """Per (algorithm, bytes): the minimum over ``repeat`` calls of the slowest rank's time."""
-    out = {}
-    for nbytes in sizes:
-        x = torch.ones(nbytes // 4)
-        for name in algorithms:
-            fn = _TIMED_FNS[name]
-            fn(x)  # warm-up
-            samples = []
-            for _ in range(repeat):
-                dist.barrier()
-                t0 = now()
-                fn(x)
-                dt = torch.tensor([now() - t0], dtype=torch.float64)
-                dist.all_reduce(dt, op=dist.ReduceOp.MAX)     # harness only: the slowest rank's time
-                samples.append(float(dt))
-            out[(name, nbytes)] = min(samples)  # on a shared CPU other processes only ever add time
-    return out
-
-
-def time_all_reduces(p: int = 4, sizes=SIZES, algorithms=TIMED, repeat: int = 15) -> dict:
-    """{(algorithm, bytes): seconds} on p gloo ranks: a barrier, each call timed on every rank, the
-    slowest rank's time, the minimum of ``repeat`` calls. gloo_all_reduce is torch's own."""
-    from labkit.dist import launch
-
-    return launch(_time_rank, p, tuple(sizes), tuple(algorithms), repeat, backend="gloo", timeout=300)[0]
-
-
-def samples_of(measured: dict, p: int, algorithms=TIMED[:3]) -> list:
-    """``measured`` as fit_alpha_beta samples [(algorithm, p, bytes, seconds)] (modelled algorithms only)."""
-    return [(a, p, n, t) for (a, n), t in measured.items() if a in algorithms]
 
 
 def fit_table(measured: dict, p: int) -> tuple[Table, dict]:
@@ -324,7 +278,7 @@ def link_table(alpha_s: float = 5e-6, p: int = 4, links=LINKS) -> Table:
 # --------------------------------------------------------------------------- a rank that fails
 
 FAILURES = ("hangs", "crashes")
-ALL_REDUCES = {"ring": ring_all_reduce, "gloo": _gloo_all_reduce}
+ALL_REDUCES = {"ring": ring_all_reduce, "gloo": gloo_all_reduce}
 
 
 def _note(path: str, line: str) -> None:
@@ -560,7 +514,7 @@ def run_yours(fn, exercise: str, timeout: float = 30.0) -> YourRun:
         if e.exc_type == "NotImplementedError":
             raise NotImplementedError(exercise) from None
         raise
-    expected = simulate(algorithm, n, length, root)
+    expected = trace_collective(algorithm, n, length, root)
     bounds = expected.bounds
     matters = [[algorithm != "ring_reduce_scatter" or c == r for c in range(len(bounds) - 1)] for r in range(n)]
     item = 8

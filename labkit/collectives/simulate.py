@@ -1,6 +1,6 @@
 """A pure-Python simulator of labkit's collectives: the step-by-step trace.
 
-``simulate(algorithm, world_size, n_elements, root=0) -> Trace``
+``trace_collective(algorithm, world_size, n_elements, root=0) -> Trace``
 
 A trace lists, per global round (`Step`), every transfer (who sends which
 chunk to whom, element range, whether the receiver adds or stores it) and,
@@ -53,7 +53,7 @@ class Step:
 
 @dataclass
 class Trace:
-    """What `simulate` returns. ``bounds``: chunk c is elements bounds[c]:bounds[c+1]."""
+    """What `trace_collective` returns. ``bounds``: chunk c is elements bounds[c]:bounds[c+1]."""
 
     algorithm: str
     world_size: int
@@ -135,11 +135,11 @@ def trace_from_rounds(algorithm: str, world_size: int, n_elements: int, rounds, 
 
     rounds: [(phase, [(src, dst, chunk, op), ...]), ...] with op "add" or "copy" —
     e.g. the sends a learner's code really made, one round per `exchange` call.
-    Buffers start as in ``simulate(algorithm, world_size, n_elements, root)``, so the
+    Buffers start as in ``trace_collective(algorithm, world_size, n_elements, root)``, so the
     result draws with the same pictures. ValueError (one line) for a move outside
     the ranks or chunks, or one that would sum a rank's contribution twice.
     """
-    base = simulate(algorithm, world_size, n_elements, root)
+    base = trace_collective(algorithm, world_size, n_elements, root)
     trace = Trace(algorithm, world_size, n_elements, base.bounds, base.initial)
     bld = _Builder(trace)
     n_chunks = len(base.bounds) - 1
@@ -159,22 +159,14 @@ def _rounds(n: int) -> int:
     return (n - 1).bit_length()
 
 
-def simulate(algorithm: str, world_size: int, n_elements: int, root: int = 0) -> Trace:
+def trace_collective(algorithm: str, world_size: int, n_elements: int, root: int = 0) -> Trace:
     """Step-by-step trace of ``algorithm`` on ``world_size`` ranks and an ``n_elements`` buffer.
 
     Ring algorithms cut the buffer into world_size chunks (`chunk_bounds`);
     tree and recursive-doubling algorithms move the whole buffer (one chunk).
     ``root`` is the src/dst of tree algorithms.
     """
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"simulate: unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
-    if not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"simulate: world_size must be an int >= 1, got {world_size!r}")
-    if not isinstance(n_elements, int) or n_elements < 0:
-        raise ValueError(f"simulate: n_elements must be an int >= 0, got {n_elements!r}")
-    n = world_size
-    if not 0 <= root < n:
-        raise ValueError(f"simulate: root must be in [0, {n}), got {root}")
+    n = _check_args(algorithm, world_size, n_elements, root)
     ring = algorithm.startswith("ring")
     bounds = chunk_bounds(n_elements, n) if ring else [0, n_elements]
     n_chunks = len(bounds) - 1
@@ -184,50 +176,65 @@ def simulate(algorithm: str, world_size: int, n_elements: int, root: int = 0) ->
         initial = tuple(tuple(frozenset({r}) for _ in range(n_chunks)) for r in range(n))
     trace = Trace(algorithm, n, n_elements, bounds, initial)
     bld = _Builder(trace)
-
-    def reduce_scatter():
-        for s in range(n - 1):
-            bld.round("reduce-scatter", [(r, (r + 1) % n, (r - s - 1) % n, "add") for r in range(n)])
-
-    def all_gather():
-        for s in range(n - 1):
-            bld.round("all-gather", [(r, (r + 1) % n, (r - s) % n, "copy") for r in range(n)])
-
-    def real(v):  # relative rank -> rank
-        return (v + root) % n
-
-    def broadcast():
-        for k in range(_rounds(n)):
-            step = 1 << k
-            bld.round("broadcast", [(real(v), real(v + step), 0, "copy") for v in range(step) if v + step < n])
-
-    def reduce():
-        for k in reversed(range(_rounds(n))):
-            step = 1 << k
-            bld.round("reduce", [(real(v + step), real(v), 0, "add") for v in range(step) if v + step < n])
-
-    if algorithm == "ring_all_reduce":
-        reduce_scatter()
-        all_gather()
-    elif algorithm == "ring_reduce_scatter":
-        reduce_scatter()
-    elif algorithm == "ring_all_gather":
-        all_gather()
-    elif algorithm == "tree_broadcast":
-        broadcast()
-    elif algorithm == "tree_reduce":
-        reduce()
-    elif algorithm == "tree_all_reduce":
-        reduce()
-        broadcast()
-    else:  # recursive doubling with fold / unfold
-        p = 1 << (n.bit_length() - 1)
-        if n > p:
-            bld.round("fold", [(r, r - p, 0, "add") for r in range(p, n)])
-        mask = 1
-        while mask < p:
-            bld.round(f"exchange ^{mask}", [(r, r ^ mask, 0, "add") for r in range(p)])
-            mask <<= 1
-        if n > p:
-            bld.round("unfold", [(r - p, r, 0, "copy") for r in range(p, n)])
+    for phase in _PHASES[algorithm]:
+        phase(bld, n, root)
     return trace
+
+
+def _check_args(algorithm: str, world_size, n_elements, root) -> int:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"trace_collective: unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"trace_collective: world_size must be an int >= 1, got {world_size!r}")
+    if not isinstance(n_elements, int) or n_elements < 0:
+        raise ValueError(f"trace_collective: n_elements must be an int >= 0, got {n_elements!r}")
+    if not 0 <= root < world_size:
+        raise ValueError(f"trace_collective: root must be in [0, {world_size}), got {root}")
+    return world_size
+
+
+# Each phase appends its rounds to the trace: (sender, receiver, chunk, "add" | "copy") per message.
+
+def _ring_reduce_scatter(bld: "_Builder", n: int, root: int) -> None:
+    for s in range(n - 1):
+        bld.round("reduce-scatter", [(r, (r + 1) % n, (r - s - 1) % n, "add") for r in range(n)])
+
+
+def _ring_all_gather(bld: "_Builder", n: int, root: int) -> None:
+    for s in range(n - 1):
+        bld.round("all-gather", [(r, (r + 1) % n, (r - s) % n, "copy") for r in range(n)])
+
+
+def _tree_broadcast(bld: "_Builder", n: int, root: int) -> None:
+    real = lambda v: (v + root) % n  # noqa: E731  (relative rank -> rank)
+    for k in range(_rounds(n)):
+        step = 1 << k
+        bld.round("broadcast", [(real(v), real(v + step), 0, "copy") for v in range(step) if v + step < n])
+
+
+def _tree_reduce(bld: "_Builder", n: int, root: int) -> None:
+    real = lambda v: (v + root) % n  # noqa: E731  (relative rank -> rank)
+    for k in reversed(range(_rounds(n))):
+        step = 1 << k
+        bld.round("reduce", [(real(v + step), real(v), 0, "add") for v in range(step) if v + step < n])
+
+
+def _recursive_doubling(bld: "_Builder", n: int, root: int) -> None:
+    """Fold the ranks above the largest power of two p into the first ones, exchange with the rank
+    ``mask`` apart for mask = 1, 2, ..., p/2, unfold."""
+    p = 1 << (n.bit_length() - 1)
+    if n > p:
+        bld.round("fold", [(r, r - p, 0, "add") for r in range(p, n)])
+    mask = 1
+    while mask < p:
+        bld.round(f"exchange ^{mask}", [(r, r ^ mask, 0, "add") for r in range(p)])
+        mask <<= 1
+    if n > p:
+        bld.round("unfold", [(r - p, r, 0, "copy") for r in range(p, n)])
+
+
+_PHASES = {"ring_all_reduce": (_ring_reduce_scatter, _ring_all_gather),
+           "ring_reduce_scatter": (_ring_reduce_scatter,), "ring_all_gather": (_ring_all_gather,),
+           "tree_broadcast": (_tree_broadcast,), "tree_reduce": (_tree_reduce,),
+           "tree_all_reduce": (_tree_reduce, _tree_broadcast),
+           "recursive_doubling_all_reduce": (_recursive_doubling,)}

@@ -297,15 +297,15 @@ def softmax_picture(fn):
 
 def all_to_all_picture(fn, world: int = 2):
     """Your ``all_to_all_4d`` on 2 ranks: shapes both ways, and Ulysses attention built on it."""
-    from labkit.grading.harness import _a2a_rank, _ulysses_rank
+    from labkit.context_parallel.check import all_to_all_rank, ulysses_rank
 
     shim = types.SimpleNamespace(all_to_all_4d=fn)
     x = torch.arange(world * 1 * 4 * 4 * 2, dtype=torch.float64).view(world, 1, 4, 4, 2)
     cases = [{"x": x, "scatter": 1, "gather": 2}]
     try:
-        per_rank = launch(_a2a_rank, world, shim, cases, backend="gloo", timeout=60, quiet=True)
+        per_rank = launch(all_to_all_rank, world, shim, cases, backend="gloo", timeout=60, quiet=True)
         q, k, v, up = _qkv((1, 4, 8, 3), 5)
-        res = launch(_ulysses_rank, world, shim, {"q": q, "k": k, "v": v, "up": up, "causal": True},
+        res = launch(ulysses_rank, world, shim, {"q": q, "k": k, "v": v, "up": up, "causal": True},
                      backend="gloo", timeout=60, quiet=True)
     except RankError as e:
         if e.exc_type == "NotImplementedError":

@@ -29,10 +29,9 @@ from labkit.data_parallel.param_server import PSConfig, run_many, server_bytes_p
 from labkit.data_parallel.ssp import ssp_makespan, ssp_start_times
 from labkit.data_parallel.step_timing import Measured, time_ddp_steps
 from labkit.dist import device, launch
-from labkit.model import GPT, GPTConfig, batch
+from labkit.model import DATA_PARALLEL_GPT, GPT, GPTConfig, batch
 from labkit.table import Table
 
-SMALL = GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=32)
 BATCH, STEPS, LR = 24, 3, 0.5
 
 
@@ -57,7 +56,7 @@ def _ddp_rank(rank, world, cfg, cap_mb):
     return _train(model, rank, world, cfg, model.finish_gradient_synchronization)
 
 
-def equivalence_table(worlds=(1, 2, 4), cap_mb: float | None = 0.004, cfg: GPTConfig = SMALL) -> Table:
+def equivalence_table(worlds=(1, 2, 4), cap_mb: float | None = 0.004, cfg: GPTConfig = DATA_PARALLEL_GPT) -> Table:
     """Largest |parameter difference| after STEPS SGD steps (float64) between DDP on N ranks — each
     on 1/N of every batch of BATCH sequences — and one process on the whole batch."""
     want = _train(GPT(cfg, seed=0, dtype=torch.float64), 0, 1, cfg)
@@ -84,7 +83,7 @@ def _pytorch_buckets_rank(rank, world, cfg, cap_mb):
     return [[int(i) for i in b.split()] for b in data["rebuilt_per_bucket_param_indices"].split(",")]
 
 
-def bucket_table(cfg: GPTConfig = SMALL, cap_mb: float = 0.004) -> Table:
+def bucket_table(cfg: GPTConfig = DATA_PARALLEL_GPT, cap_mb: float = 0.004) -> Table:
     """Our buckets (closing order; member names, bytes) and whether PyTorch's DDP forms the same set."""
     model = GPT(cfg, dtype=torch.float64)
     names = [n for n, _ in model.named_parameters()]
@@ -334,7 +333,7 @@ def local_sgd_table(cfg: GPTConfig = LB_CFG, total_steps: int = 64, local_steps=
 
 # --------------------------------------------------------------------------- check your work
 
-def bucket_picture(fn, cfg: GPTConfig = SMALL, caps=(1, 2000, 6000, 10**9)) -> Table:
+def bucket_picture(fn, cfg: GPTConfig = DATA_PARALLEL_GPT, caps=(1, 2000, 6000, 10**9)) -> Table:
     """Your ``bucket_indices`` on the model's parameters for several caps, next to DDP's buckets."""
     params = list(GPT(cfg).parameters())
     sizes = [p.numel() * p.element_size() for p in params]
@@ -354,7 +353,7 @@ def _hooks_rank(rank, world, fn, cfg):
     return _train(model, rank, world, cfg, finish)
 
 
-def hooks_picture(fn, cfg: GPTConfig = SMALL, world: int = 2):
+def hooks_picture(fn, cfg: GPTConfig = DATA_PARALLEL_GPT, world: int = 2):
     """Your ``data_parallel_hooks`` training the small GPT on 2 real ranks vs one process."""
     want = _train(GPT(cfg, seed=0, dtype=torch.float64), 0, 1, cfg)
     got = launch(_hooks_rank, world, fn, cfg, backend="gloo", timeout=60, quiet=True)
@@ -381,7 +380,189 @@ def ssp_picture(fn, durations=((1, 1, 1, 1), (3, 1, 3, 1), (1, 2, 1, 2)), stalen
     return table
 
 
+def noise_scale_picture(fn, ranks: int = 16, per_rank: int = 64):
+    """Your ``noise_scale`` on the gradient norms of the section's data-parallel run, next to
+    labkit's; and the steps your B_simple predicts, S_min·(1 + B_simple/B), against the measured."""
+    from labkit.data_parallel import noise_scale as N
+
+    _, sw, (s_min, _, b_crit), run_ = batch_size_study(per_rank=per_rank, ranks=ranks)
+    args = (sum(run_.small_sq) / len(run_.small_sq), sum(run_.big_sq) / len(run_.big_sq), per_rank, ranks * per_rank)
+    yours, ours = fn(*args), N.noise_scale(*args)
+    rows = [("yours", *[float(v) for v in yours]), ("labkit's", *ours)]
+    table = Table(["", "|G|^2", "tr(Sigma)", "B_simple"], rows,
+                  formats={"|G|^2": ".4g", "tr(Sigma)": ".4g", "B_simple": ".2f"},
+                  title=f"run of {ranks} ranks x {per_rank} examples ({len(run_.small_sq)} steps); "
+                        f"the fitted bend B_crit is {b_crit:.1f}")
+    print(table)
+    b = float(yours[2])
+    names = [str(B) for B in sw.batches[::2]]
+    print(Table(["batch B", *names], [("measured steps", *sw.steps[::2]),
+                                      ("your S_min(1 + B_simple/B)", *[s_min * (1 + b / B) for B in sw.batches[::2]])],
+                formats={n: ".0f" for n in names}))
+    return table
+
+
 def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab06_data_parallel.py."""
     return {"bucket_indices": bucket_picture, "data_parallel_hooks": hooks_picture,
-            "ssp_start_times": ssp_picture}[exercise]
+            "ssp_start_times": ssp_picture, "noise_scale": noise_scale_picture}[exercise]
+
+
+# --------------------------------------------------------------------------- convergence (section 7)
+
+def staleness_runs(workers: int = 4, steps: int = 40, lrs=(0.1, 0.2), bounds=(0, 1, 2, 4, 8, None),
+                   timelines: int = 10, target: float = 1e-3):
+    """The server's SGD simulated on ``timelines`` seeded timelines of busy-now-and-then workers
+    (`convergence.jittery_durations`), for every learning rate and staleness bound (None = ASP;
+    0 = BSP with the W gradients of a clock applied one by one, which is the averaged update at
+    W·lr). Every gradient is applied with the same lr. Returns (Table, {(lr, label): Run on
+    timeline 0}): per lr and bound, the largest and mean staleness, and the medians over timelines
+    of the gradients and the time the loss needs to fall to ``target`` × its start; next to Ho et
+    al.'s factor √(s + 1)."""
+    import math
+    import statistics
+
+    from labkit.data_parallel.convergence import jittery_durations, simulate
+
+    timeline = [jittery_durations(workers, steps, k) for k in range(timelines)]
+    rows, shown = [], {}
+    for lr in lrs:
+        for s in bounds:
+            label = "ASP" if s is None else ("BSP (s=0)" if s == 0 else f"SSP s={s}")
+            grads, times, worst, mean = [], [], 0, []
+            for k in range(timelines):
+                cfg = PSConfig(mode="asp" if s is None else "ssp", staleness=s or 0, steps=steps, lr=lr, seed=k)
+                run_k = simulate(cfg, timeline[k])
+                goal = run_k.loss[0] * target
+                grads.append(run_k.first_below(goal, "gradients"))
+                times.append(run_k.first_below(goal, "time"))
+                worst = max(worst, max(run_k.staleness))
+                mean.append(sum(run_k.staleness) / len(run_k.staleness))
+                if k == 0:
+                    shown[(lr, label)] = run_k
+            rows.append((lr, label, worst, statistics.mean(mean), statistics.median(grads), statistics.median(times),
+                         math.sqrt(s + 1) if s is not None else math.inf))
+    table = Table(["lr", "rule", "max stale", "mean stale", "gradients to target", "time to target",
+                   "sqrt(s+1)"], rows,
+                  formats={"mean stale": ".2f", "gradients to target": ".1f", "time to target": ".2f",
+                           "sqrt(s+1)": ".2f"},
+                  title=f"{workers} workers x {steps} iterations; loss to {target:g} x its start; "
+                        f"medians over {timelines} timelines")
+    return table, shown
+
+
+def real_staleness_runs(workers: int = 4, steps: int = 30, lr: float = 0.2, unit_s: float = 0.004,
+                        bounds=(0, 2, None), seed: int = 0) -> Table:
+    """The same timeline played by the real parameter server (gloo ranks; every iteration sleeps
+    its duration × ``unit_s``), for each bound; each run replayed from the order in which its
+    server took the gradients (`convergence.replay`): the losses must be the real ones, bit for
+    bit. Wall times vary from run to run; the clock rule's prediction is printed next to them."""
+    from labkit.data_parallel.convergence import jittery_durations, replay
+
+    durations = jittery_durations(workers, steps, seed)
+    sleeps = tuple(tuple(d * unit_s for d in row) for row in durations)
+    rows = []
+    cfgs = [PSConfig(mode="asp" if s is None else "ssp", staleness=s or 0, steps=steps, lr=lr, seed=seed,
+                     sleeps=sleeps) for s in bounds]
+    for s, cfg, r in zip(bounds, cfgs, run_many(cfgs, workers)):
+        again = replay(cfg, workers, r.received)
+        rows.append(("ASP" if s is None else ("BSP (s=0)" if s == 0 else f"SSP s={s}"), r.seconds,
+                     ssp_makespan(durations, s) * unit_s, max(r.staleness), r.loss[-1],
+                     "yes" if again.loss == r.loss else "NO"))
+    return Table(["rule", "wall s", "clock rule s", "max staleness", "final loss", "replay = real, bit for bit"],
+                 rows, formats={"wall s": ".3f", "clock rule s": ".3f", "final loss": ".2e"},
+                 title=f"real server, {workers} workers x {steps} iterations, timeline 0 at {unit_s * 1e3:g} ms "
+                       "per unit")
+
+
+def delay_table(taus=(0, 1, 2, 4, 8)) -> Table:
+    """Largest stable η·λ with gradients τ updates stale: the closed form next to a bisection on
+    the iteration's spectral radius, and π/(2τ + 1), the closed form's large-τ shape."""
+    import math
+
+    from labkit.data_parallel.convergence import delay_step_limit, largest_stable_step
+
+    rows = [(t, delay_step_limit(t), largest_stable_step(t), math.pi / (2 * t + 1)) for t in taus]
+    return Table(["tau", "2 sin(pi/(2(2tau+1)))", "bisection", "pi/(2tau+1)"], rows,
+                 formats={"2 sin(pi/(2(2tau+1)))": ".6f", "bisection": ".6f", "pi/(2tau+1)": ".4f"},
+                 title="largest stable step x curvature when every gradient is tau updates stale")
+
+
+def batch_size_study(problem=None, per_rank: int = 64, ranks: int = 16):
+    """Steps to the target against the batch (`noise_scale.sweep`), the fitted bend, and the
+    noise scale estimated from a data-parallel run of ranks × per_rank at its best learning rate.
+    Returns (Table, sweep, (S_min, E_min, B_crit), NoiseScaleRun)."""
+    from labkit.data_parallel import noise_scale as N
+
+    problem = problem or N.Problem()
+    sw = N.sweep(problem)
+    s_min, e_min, b_crit = N.critical_batch_fit(sw.batches, sw.steps)
+    big = ranks * per_rank
+    lr = sw.lrs[sw.batches.index(big)] if big in sw.batches else sw.lrs[-1]
+    run_ = N.noise_scale_of_run(problem, ranks, per_rank, lr, sw.fraction)
+    b_simple = run_.b_simple
+    rows = [(b, s, s * b, lr_, s_min * (1 + b_simple / b)) for b, s, lr_ in zip(sw.batches, sw.steps, sw.lrs)]
+    table = Table(["batch B", "steps S", "examples S*B", "best lr", "S_min(1 + B_simple/B)"], rows,
+                  formats={"best lr": ".3f", "S_min(1 + B_simple/B)": ".1f"},
+                  title=f"steps until 6 runs all have the loss at {sw.fraction:g} x its start; "
+                        f"S_min {s_min:.1f}, B_crit {b_crit:.1f}, B_simple {b_simple:.1f}")
+    return table, sw, (s_min, e_min, b_crit), run_
+
+
+def adascale_table(problem=None, base_batch: int = 2, lr0: float = 0.125, scales=(4, 16, 64, 256),
+                   seeds: int = 6):
+    """The base run (batch ``base_batch``, ``lr0``, as many steps as it needs to reach the sweep's
+    target) against the linear rule and AdaScale at each scale: medians over ``seeds`` of the steps
+    and the final loss above the minimum ("blew up" when above the start), and AdaScale's mean gain.
+    Returns (Table, {scale: AdaScale run on seed 0})."""
+    import math
+    import statistics
+
+    from labkit.data_parallel import noise_scale as N
+
+    problem = problem or N.Problem()
+    T, _ = N.steps_to_target(problem, base_batch, [lr0])
+    start = float(problem.excess(-problem.w_star))
+    base = statistics.median(N.scaled_run(problem, "base", 1, base_batch, lr0, T, seed=k).final for k in range(seeds))
+
+    def final(r):
+        return r.final if not r.diverged and r.final < start else math.inf
+
+    rows, shown = [("base", 1, T, base, "-", 1.0)], {}
+    for S in scales:
+        lin = [N.scaled_run(problem, "linear", S, base_batch, lr0, T, seed=k) for k in range(seeds)]
+        ada = [N.scaled_run(problem, "adascale", S, base_batch, lr0, T, seed=k) for k in range(seeds)]
+        shown[S] = ada[0]
+        lin_final = statistics.median(final(r) for r in lin)
+        rows.append(("scale", S, statistics.median(r.steps for r in ada), statistics.median(final(r) for r in ada),
+                     "blew up" if math.isinf(lin_final) else f"{lin_final:.2e}",
+                     statistics.mean(statistics.mean(r.gains) for r in ada)))
+    table = Table(["run", "S", "AdaScale steps", "AdaScale final", "linear rule final", "AdaScale mean gain"],
+                  rows, formats={"AdaScale steps": ".0f", "AdaScale final": ".2e", "AdaScale mean gain": ".2f"},
+                  title=f"base batch {base_batch} at lr {lr0} for {T} steps; batch S x {base_batch}; "
+                        f"medians over {seeds} seeds; loss above the minimum")
+    return table, shown
+
+
+def gap_table(problem=None, n_train: int = 256, small=(8, 0.4), large=(128, 1.2), epochs: int = 1,
+              seeds: int = 8) -> Table:
+    """Training and test loss, and their gap, over a fixed training set of ``n_train`` examples
+    (label noise σ² = 1): the small batch and the large one for the same ``epochs``, and the
+    large one for as many steps as the small one took. Means over ``seeds`` draws of the data."""
+    import statistics
+
+    from labkit.data_parallel import noise_scale as N
+
+    problem = problem or N.Problem(sigma2=1.0)
+    (b1, lr1), (b2, lr2) = small, large
+    more = epochs * b2 // b1
+    rows = []
+    for b, lr, ep, label in ((b1, lr1, epochs, "small batch"), (b2, lr2, epochs, "large, same epochs"),
+                             (b2, lr2, more, "large, same steps")):
+        runs = [N.finite_data_run(problem, n_train, b, lr, ep, seed=k) for k in range(seeds)]
+        rows.append((label, b, lr, ep, runs[0].steps, statistics.mean(r.train for r in runs),
+                     statistics.mean(r.test for r in runs), statistics.mean(r.gap for r in runs)))
+    return Table(["run", "batch", "lr", "epochs", "steps", "train loss", "test loss", "gap"], rows,
+                 formats={"train loss": ".3f", "test loss": ".3f", "gap": ".3f"},
+                 title=f"{n_train} training examples, label noise 1 (the best possible loss is 0.5); "
+                       f"means over {seeds} data sets")

@@ -44,7 +44,9 @@ class PSConfig:
     """One run: ``mode`` in MODES, ``staleness`` bound s (SSP only), ``steps`` iterations per
     worker, ``dim`` parameters, ``batch`` samples per gradient, ``lr`` SGD step, ``stragglers``
     {worker rank: extra seconds per iteration}, ``compute_s`` base seconds per iteration (a sleep
-    that stands in for a bigger model's compute), ``seed`` for the data."""
+    that stands in for a bigger model's compute), ``seed`` for the data. ``sleeps``, if given,
+    replaces the last three: sleeps[k][c] seconds for worker k + 1's iteration c + 1 (one row per
+    worker, ``steps`` each), to play a timeline that the clock rule simulates too."""
 
     mode: str = "bsp"
     staleness: int = 0
@@ -55,6 +57,7 @@ class PSConfig:
     stragglers: dict = field(default_factory=dict)
     compute_s: float = 0.002
     seed: int = 0
+    sleeps: tuple = ()
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -67,6 +70,11 @@ class PSConfig:
         for rank, extra in self.stragglers.items():
             check_int("PSConfig", "straggler rank", rank, minimum=1)
             check_real("PSConfig", f"stragglers[{rank}]", extra)
+        if self.sleeps:
+            rows = [tuple(check_real("PSConfig", "sleeps[k][c]", x) for x in row) for row in self.sleeps]
+            if any(len(r) != self.steps for r in rows) or any(x < 0 for r in rows for x in r):
+                raise ValueError(f"PSConfig: sleeps needs one row of {self.steps} seconds >= 0 per worker")
+            object.__setattr__(self, "sleeps", tuple(rows))
 
 
 @dataclass
@@ -74,7 +82,9 @@ class PSResult:
     """What the server saw: ``staleness`` of every applied gradient, ``loss`` after each update
     (full-data loss, server side), ``wait_s`` per worker (seconds blocked waiting for replies),
     ``seconds`` wall time, ``bytes_in``/``bytes_out`` on the server's links, ``updates`` applied,
-    ``final`` parameters."""
+    ``final`` parameters. ``received``: (worker, clock, version read) of every gradient in the
+    order the server took them — all a replay needs (`labkit.data_parallel.convergence.replay`);
+    ``times``: seconds from the start to each update (``loss[k + 1]`` came at ``times[k]``)."""
 
     mode: str
     staleness: list
@@ -85,6 +95,8 @@ class PSResult:
     bytes_out: int
     updates: int
     final: torch.Tensor
+    received: list = field(default_factory=list)
+    times: list = field(default_factory=list)
 
 
 def make_data(cfg: PSConfig, workers: int):
@@ -125,7 +137,7 @@ def _serve(workers: int, cfg: PSConfig, X, y) -> PSResult:
     waiting: dict[int, int] = {}                            # worker -> clock it finished, reply held
     pending_sum = torch.zeros(cfg.dim, dtype=torch.float64)
     pending_n = 0
-    staleness, losses = [], [loss_of(w, X, y)]
+    staleness, losses, received, times = [], [loss_of(w, X, y)], [], []
     bytes_in = bytes_out = 0
     finished = 0
     bound = math.inf if cfg.mode == "asp" else cfg.staleness
@@ -145,6 +157,7 @@ def _serve(workers: int, cfg: PSConfig, X, y) -> PSResult:
         clock, read = int(buf[0]), int(buf[1])
         grad = buf[HEADER:].clone()
         done_clock[k] = clock
+        received.append((k, clock, read))
         if cfg.mode == "bsp":
             pending_sum += grad
             pending_n += 1
@@ -153,6 +166,7 @@ def _serve(workers: int, cfg: PSConfig, X, y) -> PSResult:
                 w -= cfg.lr * pending_sum / workers
                 version += 1
                 losses.append(loss_of(w, X, y))
+                times.append(time.perf_counter() - t0)
                 pending_sum.zero_()
                 pending_n = 0
         else:
@@ -160,6 +174,7 @@ def _serve(workers: int, cfg: PSConfig, X, y) -> PSResult:
             w -= cfg.lr * grad
             version += 1
             losses.append(loss_of(w, X, y))
+            times.append(time.perf_counter() - t0)
         if clock >= cfg.steps:
             finished += 1
         else:
@@ -171,22 +186,46 @@ def _serve(workers: int, cfg: PSConfig, X, y) -> PSResult:
                 reply(j)
                 del waiting[j]
     return PSResult(cfg.mode, staleness, losses, {}, time.perf_counter() - t0, bytes_in, bytes_out,
-                    version, w)
+                    version, w, received, times)
+
+
+def minibatches(cfg: PSConfig, rank: int):
+    """Worker ``rank``'s mini-batches, clock 1, 2, ...: indices into its shard of 64 samples."""
+    g = torch.Generator().manual_seed(cfg.seed * 1000 + rank)
+    while True:
+        yield torch.randint(64, (cfg.batch,), generator=g)
+
+
+def shard_of(rank: int, X, y):
+    """Worker ``rank``'s 64 samples (Xs (64, dim), ys (64,))."""
+    shard = slice((rank - 1) * 64, rank * 64)
+    return X[shard], y[shard]
+
+
+def gradient(Xs, ys, idx, w):
+    """The least-squares gradient on the samples ``idx`` of a shard at parameters ``w``."""
+    r = Xs[idx] @ w - ys[idx]
+    return Xs[idx].t() @ r / len(idx)
+
+
+def sleep_s(cfg: PSConfig, rank: int, clock: int) -> float:
+    """Seconds worker ``rank`` sleeps in iteration ``clock`` (1-based): ``cfg.sleeps`` if given,
+    else ``compute_s`` plus its straggler delay."""
+    if cfg.sleeps:
+        return cfg.sleeps[rank - 1][clock - 1]
+    return cfg.compute_s + cfg.stragglers.get(rank, 0.0)
 
 
 def _work(rank: int, workers: int, cfg: PSConfig, X, y) -> float:
-    shard = slice((rank - 1) * 64, rank * 64)
-    Xs, ys = X[shard], y[shard]
-    g = torch.Generator().manual_seed(cfg.seed * 1000 + rank)
+    Xs, ys = shard_of(rank, X, y)
+    batches = minibatches(cfg, rank)
     msg = torch.empty(1 + cfg.dim, dtype=torch.float64)
     dist.recv(msg, src=0, tag=TAG_REPLY)
     waited = 0.0
     for clock in range(1, cfg.steps + 1):
         version, w = int(msg[0]), msg[1:].clone()
-        idx = torch.randint(64, (cfg.batch,), generator=g)
-        r = Xs[idx] @ w - ys[idx]
-        grad = Xs[idx].t() @ r / cfg.batch
-        time.sleep(cfg.compute_s + cfg.stragglers.get(rank, 0.0))
+        grad = gradient(Xs, ys, next(batches), w)
+        time.sleep(sleep_s(cfg, rank, clock))
         push = torch.cat([torch.tensor([float(clock), float(version), 0.0], dtype=torch.float64), grad])
         dist.send(push, dst=0, tag=TAG_PUSH)
         if clock < cfg.steps:
@@ -217,6 +256,9 @@ def run_many(cfgs, workers: int = 3, timeout: float = 120.0) -> list[PSResult]:
     check_int("run", "workers", workers, minimum=1)
     cfgs = list(cfgs)
     bad = sorted({k for cfg in cfgs for k in cfg.stragglers if k > workers})
+    for cfg in cfgs:
+        if cfg.sleeps and len(cfg.sleeps) != workers:
+            raise ValueError(f"run: cfg.sleeps has {len(cfg.sleeps)} rows, one per worker is {workers}")
     if bad:
         raise ValueError(f"run: straggler rank(s) {bad} do not exist; workers are ranks 1..{workers}")
     out = launch(_many_rank, workers + 1, cfgs, backend="gloo", timeout=timeout)

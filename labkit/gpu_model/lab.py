@@ -334,10 +334,10 @@ def stencil_table(cases_1d=STENCIL_1D, cases_2d=STENCIL_2D, seed: int = 0) -> Ta
 # ---------------------------------------------------------------------------- local memory
 def local_memory_table(N: int = 1024, V: int = 8) -> Table:
     """Kernel v2 (a V×V tile of C per thread, outer products) on N×N: its global operand loads
-    (`labkit.matmul.gpu_model.gpu_formula`, 2N³/V) next to the accesses its accumulators c[V][V]
+    (`labkit.matmul.thread_model.gpu_formula`, 2N³/V) next to the accesses its accumulators c[V][V]
     need each k step: none from memory in registers; in local memory (which lives in device DRAM)
     one read and one write per multiply-add, 2·V² per thread per k step, 2N³ in all."""
-    from labkit.matmul.gpu_model import gpu_formula
+    from labkit.matmul.thread_model import gpu_formula
 
     N = check_int("local_memory_table", "N", N, minimum=1)
     V = check_int("local_memory_table", "V", V, minimum=1)

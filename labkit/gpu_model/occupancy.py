@@ -10,6 +10,7 @@ bandwidth × latency).
 
     occupancy(threads_per_block, regs_per_thread, smem_per_block, sm=H100)   -> Occupancy
     waves(blocks, blocks_per_sm, sms)                                          -> Waves
+    schedule(blocks, blocks_per_sm, sms)                                       -> Schedule (who runs where)
     bytes_in_flight(bandwidth, latency)                                        -> bytes (Little's law)
 
 The limits are the published ones of each compute capability (CUDA C++ Programming Guide,
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 
 from labkit.checks import check_int, check_real
 
-__all__ = ["SMLimits", "H100", "A100", "Occupancy", "occupancy", "Waves", "waves", "bytes_in_flight"]
+__all__ = ["SMLimits", "H100", "A100", "Occupancy", "occupancy", "Waves", "waves", "Schedule", "schedule",
+           "bytes_in_flight"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,40 @@ def waves(blocks: int, blocks_per_sm: int, sms: int = H100.sms) -> Waves:
                                                                   minimum=1)
     n = math.ceil(blocks / slots)
     return Waves(slots, n, blocks / (n * slots))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """``slots[w][s]``: the blocks (linear ids) SM ``s`` runs in wave ``w``, at most ``blocks_per_sm``
+    each; every wave but the last is full."""
+
+    sms: int
+    blocks_per_sm: int
+    slots: tuple
+
+    @property
+    def waves(self) -> int:
+        return len(self.slots)
+
+    @property
+    def last_wave_fill(self) -> float:
+        """Share of the last wave's slots that hold a block (1.0: no partly idle tail)."""
+        if not self.slots:
+            return 1.0
+        return sum(len(s) for s in self.slots[-1]) / (self.sms * self.blocks_per_sm)
+
+
+def schedule(blocks: int, blocks_per_sm: int, sms: int = H100.sms) -> Schedule:
+    """Blocks 0, 1, 2, ... dealt to SMs a wave at a time, round-robin (block b of wave w on SM
+    b mod sms): how a block scheduler fills a device with equal blocks. (A real one hands the next
+    block to whichever SM frees a slot first, so unequal blocks interleave later waves.)"""
+    n = waves(blocks, blocks_per_sm, sms).waves
+    per_wave = sms * blocks_per_sm
+    out = []
+    for w in range(n):
+        ids = range(w * per_wave, min(blocks, (w + 1) * per_wave))
+        out.append(tuple(tuple(b for b in ids if (b - w * per_wave) % sms == s) for s in range(sms)))
+    return Schedule(sms, blocks_per_sm, tuple(out))
 
 
 def bytes_in_flight(bandwidth: float, latency: float) -> float:

@@ -27,8 +27,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from labkit.env import REPO_ROOT
+
 ENV_VAR = "LABKIT_IMPL"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 GRADED_TESTS = REPO_ROOT / "tests" / "graded"
 
 

@@ -82,10 +82,10 @@ def max_points(module: str, exercise: str) -> int:
 
 def grade_one(module: str, exercise: str) -> dict:
     """Grade the learner's ``exercise`` with the real grader; return its score-table row."""
-    from labkit import grade
+    from labkit.grading.run import run_graded_tests, score_table
 
     lab = module[3:5]
-    rows = grade.score_table(grade.run_graded_tests("exercises", lab=lab, exercises=[exercise]))
+    rows = score_table(run_graded_tests("exercises", lab=lab, exercises=[exercise]))
     return next(r for r in rows if r["exercise"] == exercise)
 
 

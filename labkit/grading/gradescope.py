@@ -23,7 +23,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from labkit import grading
+from labkit.env import REPO_ROOT
 
 LAB_FILE = re.compile(r"lab\d\d_[a-z0-9_]+\.py")
 SOURCE_PARTS = ("labkit", "solutions", "exercises", "tests/graded", "pyproject.toml", "README.md", "Makefile",
@@ -50,7 +50,7 @@ exec "$PY" -m labkit.grading.gradescope run "${AUTOGRADER_ROOT:-/autograder}"
 
 def build(out: Path) -> Path:
     """Write the autograder zip (setup.sh, run_autograder, and the course's source) to ``out``."""
-    root = grading.REPO_ROOT
+    root = REPO_ROOT
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
@@ -91,7 +91,7 @@ def run(root: Path) -> int:
         if not any(sub.iterdir()):
             return _failed(results, "no labNN_*.py files were found in the submission. " + "; ".join(notes))
         proc = subprocess.run([sys.executable, "-m", "labkit.grade", "--impl", str(sub), "--gradescope", str(results)],
-                              cwd=grading.REPO_ROOT, capture_output=True, text=True)
+                              cwd=REPO_ROOT, capture_output=True, text=True)
         if proc.returncode != 0 or not results.exists():
             return _failed(results, f"grading could not run: {(proc.stderr or proc.stdout).strip()[-2000:]}")
     data = json.loads(results.read_text())

@@ -255,127 +255,24 @@ def lab06_ddp(module, world_size: int, seed: int, steps: int = 2, batch: int = 1
 
 
 # ------------------------------------------------------------------ Lab 07: tensor-parallel pieces on gloo ranks
-def _tp_watch(module=None):
-    """Wrap dist.all_reduce / all_gather / gather to log (name, numel, in_backward) of every call,
-    also where the submission ``module`` imported them by name."""
-    import torch.distributed as dist
-
-    log, phase = [], {"backward": False}
-    for name in ("all_reduce", "all_gather", "all_gather_into_tensor", "gather", "broadcast"):
-        original = getattr(dist, name)
-
-        def watched(tensor, *args, _name=name, _original=original, **kwargs):
-            t = tensor[0] if isinstance(tensor, list) else tensor
-            log.append((_name, int(t.numel()), phase["backward"]))
-            return _original(tensor, *args, **kwargs)
-
-        setattr(dist, name, watched)
-        for attr, value in list(vars(module).items()) if module is not None else ():
-            if value is original:
-                setattr(module, attr, watched)
-    return log, phase
-
-
-def _backward(phase, loss):
-    phase["backward"] = True
-    loss.backward()
-    phase["backward"] = False
-
-
-def _tp_rank(rank, world, module, exercise, cases):
-    log, phase = _tp_watch(module)
-    results = []
-    for case in cases:
-        results.append(_tp_case(rank, world, module, exercise, case, phase))
-        results[-1]["calls"] = log[:]
-        log.clear()
-    return results
-
-
-def _tp_case(rank, world, module, exercise, case, phase):
-    import torch
-
-    out = {}
-    if exercise == "conjugate":
-        x = case["x"].clone().requires_grad_()
-        y = module.copy_to_tp(x)
-        _backward(phase, (y * case["w"][rank]).sum())
-        out["f_out"], out["f_grad"] = y.detach(), x.grad
-        xr = case["parts"][rank].clone().requires_grad_()
-        y = module.reduce_from_tp(xr)
-        _backward(phase, (y * case["x"]).sum())
-        out["g_out"], out["g_grad"], out["g_input_after"] = y.detach(), xr.grad, xr.detach()
-    elif exercise == "column":
-        x = case["x"].clone().requires_grad_()
-        w = case["weight"].chunk(world, 0)[rank].clone().requires_grad_()
-        b = case["bias"].chunk(world)[rank].clone().requires_grad_()
-        y = module.column_parallel_linear(x, w, b)
-        _backward(phase, (y * case["upstream"].chunk(world, -1)[rank]).sum())
-        out.update(y=y.detach(), x_grad=x.grad, w_grad=w.grad, b_grad=b.grad)
-    elif exercise == "row":
-        x = case["x"].chunk(world, -1)[rank].clone().requires_grad_()
-        w = case["weight"].chunk(world, 1)[rank].clone().requires_grad_()
-        b = case["bias"].clone().requires_grad_()
-        y = module.row_parallel_linear(x, w, b)
-        _backward(phase, (y * case["upstream"]).sum())
-        out.update(y=y.detach(), x_grad=x.grad, w_grad=w.grad, b_grad=b.grad)
-    else:
-        rows = case["logits"].shape[1] // world
-        z = case["logits"][:, rank * rows:(rank + 1) * rows].clone().requires_grad_()
-        loss = module.vocab_parallel_cross_entropy(z, case["targets"], rank * rows)
-        _backward(phase, loss * case["scale"])
-        out.update(loss=torch.as_tensor(loss).detach().reshape(()), z_grad=z.grad)
-    return out
-
-
 def lab07_tp(module, exercise: str, world_size: int, cases: list, timeout: float = 45.0):
     """Run one Lab 07 exercise (``exercise`` in conjugate, column, row, ce) on ``world_size`` gloo
     ranks for every case in one launch; per rank, per case: outputs, gradients and the
     collectives called (name, elements, whether during backward)."""
     from labkit.dist import launch
+    from labkit.tensor_parallel.check import exercise_rank
 
-    return launch(_tp_rank, world_size, module, exercise, cases, backend="gloo", timeout=timeout, quiet=True)
+    return launch(exercise_rank, world_size, module, exercise, cases, backend="gloo", timeout=timeout, quiet=True)
 
 
 # ------------------------------------------------------------------ Lab 10: ZeRO-1 and FSDP on gloo ranks
-def _watch_collectives(phase: dict, module=None) -> list:
-    """Wrap torch.distributed's collectives to log (kind, elements, phase["now"]) of every call:
-    kind "all_gather" / "reduce_scatter" for every variant of those two, else the function's
-    name; elements = the biggest tensor argument (a list of tensors counts as their sum: the
-    whole vector). Names the submission ``module`` imported from torch.distributed
-    (``from torch.distributed import all_gather_single``) are wrapped there too. Returns the log."""
-    import torch
-    import torch.distributed as dist
-
-    log = []
-    names = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce_scatter",
-             "reduce_scatter_tensor", "reduce_scatter_single", "broadcast", "reduce", "all_to_all_single",
-             "all_to_all")
-    for name in names:
-        original = getattr(dist, name, None)
-        if original is None:
-            continue
-
-        kind = next((k for k in ("all_gather", "reduce_scatter") if name.startswith(k)), name)
-
-        def watched(*args, _kind=kind, _original=original, **kwargs):
-            sizes = [sum(t.numel() for t in a if isinstance(t, torch.Tensor)) if isinstance(a, (list, tuple))
-                     else a.numel() for a in args if isinstance(a, (list, tuple, torch.Tensor))]
-            log.append((_kind, max(sizes, default=0), phase["now"]))
-            return _original(*args, **kwargs)
-
-        setattr(dist, name, watched)
-        for attr, value in list(vars(module).items()) if module is not None else ():
-            if value is original:
-                setattr(module, attr, watched)
-    return log
-
-
 def _zero1_rank(rank, world, module, cases):
     import torch
 
+    from labkit.collectives.counting import watch_collectives
+
     phase = {"now": "step"}
-    log = _watch_collectives(phase, module)
+    log = watch_collectives(phase, module)
     out = []
     for case in cases:
         param = case["param"].clone()
@@ -397,28 +294,14 @@ def lab10_zero1(module, world_size: int, cases: list, timeout: float = 45.0):
     return launch(_zero1_rank, world_size, module, cases, backend="gloo", timeout=timeout, quiet=True)
 
 
-def _settled_bytes(tracker, below: int, *exclude, wait_s: float = 0.3) -> int:
-    """Live bytes apart from ``exclude``, given up to ``wait_s`` to drop under ``below``: gloo's
-    worker thread can hold a finished collective's tensors for a moment after wait() returns."""
-    import gc
-    import time
-
-    deadline = time.monotonic() + wait_s
-    kept = tracker.live_bytes_except(*exclude)
-    while kept >= below and time.monotonic() < deadline:
-        gc.collect()
-        time.sleep(0.01)
-        kept = tracker.live_bytes_except(*exclude)
-    return kept
-
-
 def _fsdp_rank(rank, world, module, cases):
     import torch
 
+    from labkit.collectives.counting import watch_collectives
     from labkit.memory.tracker import MemoryTracker
 
     phase = {"now": "forward"}
-    log = _watch_collectives(phase, module)
+    log = watch_collectives(phase, module)
     out = []
     for case in cases:
         o, i = case["weight"].shape
@@ -432,7 +315,7 @@ def _fsdp_rank(rank, world, module, cases):
         tracker = MemoryTracker()
         with tracker:
             y = module.fsdp_linear(x, shard, bias, o, i)
-            kept = _settled_bytes(tracker, o * i * case["weight"].element_size(), x, shard, bias, y)
+            kept = tracker.settled_bytes_except(o * i * case["weight"].element_size(), x, shard, bias, y)
         phase["now"] = "backward"
         (y * case["upstream"][rank]).sum().backward()
         out.append({"y": y.detach(), "x_grad": x.grad, "shard_grad": shard.grad, "bias_grad": bias.grad,
@@ -453,48 +336,14 @@ def lab10_fsdp_linear(module, world_size: int, cases: list, timeout: float = 45.
 
 
 # ------------------------------------------------------------------ Lab 14: Ulysses' all-to-all, router balance
-def _a2a_rank(rank, world, module, cases):
-    phase = {"now": "forward"}
-    log = _watch_collectives(phase, module)
-    out = []
-    for case in cases:
-        y = module.all_to_all_4d(case["x"][rank].clone(), case["scatter"], case["gather"])
-        out.append({"y": y.detach().clone() if hasattr(y, "detach") else y, "calls": log[:]})
-        log.clear()
-    return out
-
-
 def lab14_all_to_all(module, world_size: int, cases: list, timeout: float = 45.0):
     """Run ``module.all_to_all_4d(case["x"][rank], case["scatter"], case["gather"])`` on
     ``world_size`` gloo ranks for each case; per rank, per case: the result and the collectives
     called (kind, elements, pass)."""
     from labkit.dist import launch
+    from labkit.context_parallel.check import all_to_all_rank
 
-    return launch(_a2a_rank, world_size, module, cases, backend="gloo", timeout=timeout, quiet=True)
-
-
-def _ulysses_rank(rank, world, module, case):
-    import torch
-
-    from labkit.context_parallel.attention import attention
-
-    class Exchange(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, scatter, gather):
-            ctx.dims = (scatter, gather)
-            return module.all_to_all_4d(x, scatter, gather)
-
-        @staticmethod
-        def backward(ctx, grad):
-            scatter, gather = ctx.dims
-            return module.all_to_all_4d(grad.contiguous(), gather, scatter), None, None
-
-    local = [t.chunk(world, dim=2)[rank].clone().requires_grad_() for t in (case["q"], case["k"], case["v"])]
-    heads = [Exchange.apply(t, 1, 2) for t in local]                        # (B, H/N, S, D)
-    pos = torch.arange(case["q"].shape[2])
-    y = Exchange.apply(attention(*heads, pos, pos, case["causal"]), 2, 1)     # (B, H, S/N, D)
-    (y * case["up"].chunk(world, dim=2)[rank]).sum().backward()
-    return {"y": y.detach(), "grads": [t.grad for t in local]}
+    return launch(all_to_all_rank, world_size, module, cases, backend="gloo", timeout=timeout, quiet=True)
 
 
 def lab14_ulysses(module, world_size: int, case: dict, timeout: float = 45.0):
@@ -502,8 +351,9 @@ def lab14_ulysses(module, world_size: int, case: dict, timeout: float = 45.0):
     both exchanges (and, swapped, as their backward): per rank the output chunk and the
     gradients of its q, k, v chunks, for the case's whole-sequence q, k, v, upstream gradient."""
     from labkit.dist import launch
+    from labkit.context_parallel.check import ulysses_rank
 
-    return launch(_ulysses_rank, world_size, module, case, backend="gloo", timeout=timeout, quiet=True)
+    return launch(ulysses_rank, world_size, module, case, backend="gloo", timeout=timeout, quiet=True)
 
 
 def lab14_balance(module, cases: list):
@@ -521,14 +371,14 @@ def lab14_balance(module, cases: list):
 
 # ------------------------------------------------------------------ Lab 09: a checkpointed chain
 def lab09_checkpoint(module, cases: list):
-    """Run ``module.checkpointed_forward`` on `labkit.memory.checkpointing.make_chain` chains, one
+    """Run ``module.checkpointed_forward`` on `labkit.memory.activation_checkpointing.make_chain` chains, one
     forward + backward of ``out.sum()`` per case ({n_layers, segment, batch, width, dropout, seed};
     the global RNG is seeded with ``seed`` first). Per case: gradients of x and of every parameter,
     the peak activation bytes (`ActivationPeakTracker`) and the matmul FLOPs (FlopCounterMode)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from labkit.memory.checkpointing import make_chain
+    from labkit.memory.activation_checkpointing import make_chain
     from labkit.memory.tracker import ActivationPeakTracker
 
     out = []
@@ -595,3 +445,25 @@ def lab13_fx_pass(module, fn_name: str, cases: list, seed: int):
             out.append({"nodes": [], "outputs": [], "unchanged": gm.code == code,
                         "error": f"{type(e).__name__}: {e}"[:300]})
     return out
+
+
+# ------------------------------------------------------------------ Lab 03: CUDA kernels, simulated
+def lab03_cuda_kernel(module, kernel: str, grid, block, args: list):
+    """Launch ``module.<kernel>`` with `labkit.gpu_model.cuda_sim.launch` on ``args`` (numpy arrays are
+    copied, then written in place). Returns {"error": "" or "<KernelError type>: message" (a race, a
+    barrier divergence, an index out of range, or the kernel's own exception), "arrays": the array
+    arguments after the launch, "global_loads", "shared_loads", "atomics", "shared_bytes"}."""
+    import types
+
+    from labkit.gpu_model.cuda_sim import KernelError, launch
+
+    fn = getattr(module, kernel, None)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"{kernel} must be a Python function (a kernel written with cuda.threadIdx etc.)")
+    real = [np.array(a) if isinstance(a, np.ndarray) else a for a in args]
+    try:
+        run = launch(fn, tuple(grid), tuple(block), tuple(real))
+    except KernelError as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {"error": "", "arrays": [a for a in real if isinstance(a, np.ndarray)], "global_loads": run.global_loads,
+            "shared_loads": run.shared_loads, "atomics": run.atomics, "shared_bytes": run.shared_bytes}

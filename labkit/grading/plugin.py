@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from labkit import grading
+from labkit.env import REPO_ROOT
 from labkit.grading import static
 from labkit.grading.remote import Budget, Pool, RemoteModule
 from labkit.grading.sandbox import Limits, Sandbox
@@ -163,7 +164,7 @@ def _short_message(report) -> str:
 
 def snapshot(impl: str) -> Path:
     """Copy the implementation's lab*.py files into a fresh private folder; return it."""
-    src = (grading.REPO_ROOT / impl) if impl in ("solutions", "exercises") else Path(impl).expanduser().resolve()
+    src = (REPO_ROOT / impl) if impl in ("solutions", "exercises") else Path(impl).expanduser().resolve()
     if not src.is_dir():
         raise pytest.UsageError(f"--impl {impl}: no such folder")
     root = Path(tempfile.mkdtemp(prefix="labkit-judge-"))

@@ -35,8 +35,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labkit.grading import REPO_ROOT
-from labkit.proctree import descendants, proc_table
+from labkit.env import REPO_ROOT
+from labkit.proctree import children, descendants
 
 MOUNT = "/tmp/submission"  # where the submission folder appears inside bubblewrap (read-only)
 _PR_SET_PDEATHSIG = 1
@@ -238,8 +238,8 @@ def reap_orphans(protect: set[int]) -> None:
     """
     me, mine = os.getpid(), os.getsid(0)
     killed = []
-    for p, (pp, sid, _) in proc_table().items():
-        if pp == me and p not in protect and sid != mine:
+    for p, sid in children(me).items():
+        if p not in protect and sid != mine:
             try:
                 os.kill(p, signal.SIGKILL)
                 killed.append(p)

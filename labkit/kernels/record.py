@@ -268,14 +268,42 @@ def _recording(on_oob: str) -> Iterator[AccessRecorder]:
     from triton.runtime import interpreter as I
 
     rec = AccessRecorder(on_oob)
+    originals = _install_hooks(I, rec)
+    _ACTIVE.append(rec)
+    try:
+        yield rec
+    finally:
+        _remove_hooks(I, originals)
+        _ACTIVE.pop()
+
+
+_TAG = "labkit_base"   # attribute of a pointer handle: the name of the kernel argument it points into
+
+
+def _install_hooks(I, rec: AccessRecorder) -> dict:
+    """Patch Triton's interpreter so every launch and masked load/store is reported to ``rec``;
+    returns what `_remove_hooks` needs to undo it."""
     builder = I.interpreter_builder
-    orig_init = I.GridExecutor._init_args_hst
-    orig_grid = builder.set_grid_dim
-
+    originals = {"init": I.GridExecutor._init_args_hst, "cvt": I._implicit_cvt}
     arg_names: dict[int, str] = {}   # id(host tensor) -> kernel parameter name, for the current launch
-    orig_cvt = I._implicit_cvt
-    TAG = "labkit_base"
+    I.GridExecutor._init_args_hst = _launch_hook(rec, originals["init"], arg_names)
+    I._implicit_cvt = _tagging_cvt(originals["cvt"], arg_names)
+    patched = _builder_patches(I, rec)
+    for attr, fn in patched.items():
+        setattr(builder, attr, fn)
+    originals["patched"] = list(patched)
+    return originals
 
+
+def _remove_hooks(I, originals: dict) -> None:
+    I.GridExecutor._init_args_hst = originals["init"]
+    I._implicit_cvt = originals["cvt"]
+    for attr in originals["patched"]:
+        I.interpreter_builder.__dict__.pop(attr, None)
+
+
+def _launch_hook(rec: AccessRecorder, orig_init, arg_names: dict[int, str]):
+    """GridExecutor._init_args_hst that also starts a `Launch` with the kernel's tensor arguments."""
     def init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = orig_init(self, args_dev, kwargs)
         call = inspect.getcallargs(self.fn, *args_hst, **kwargs_hst)
@@ -288,13 +316,26 @@ def _recording(on_oob: str) -> Iterator[AccessRecorder]:
                 arg_names[id(v)] = name
         rec.launches.append(Launch(self.fn.__name__, (), tensors))
         return args_hst, kwargs_hst
+    return init_args_hst
 
+
+def _tagging_cvt(orig_cvt, arg_names: dict[int, str]):
+    """_implicit_cvt that tags a tensor argument's pointer handle with the argument's name."""
     def implicit_cvt(arg):
         out = orig_cvt(arg)
         name = arg_names.get(id(arg))
         if name is not None and hasattr(out, "handle"):
-            out.handle.attr[TAG] = name
+            out.handle.attr[_TAG] = name
         return out
+    return implicit_cvt
+
+
+def _builder_patches(I, rec: AccessRecorder) -> dict:
+    """The interpreter builder's methods to replace: set_grid_dim records the grid; masked loads and
+    stores report each access (and, out of bounds, may mask it); every other create_* op passes a
+    pointer's tag on to the pointer it computes."""
+    builder = I.interpreter_builder
+    orig_grid = builder.set_grid_dim
 
     def set_grid_dim(nx, ny, nz):
         if rec.launches:
@@ -305,43 +346,30 @@ def _recording(on_oob: str) -> Iterator[AccessRecorder]:
         def wrapped(*args, **kwargs):
             out = method(*args, **kwargs)
             if isinstance(out, I.TensorHandle) and isinstance(out.dtype, tl.pointer_type):
-                tags = {a.attr[TAG] for a in (*args, *kwargs.values())
-                        if isinstance(a, I.TensorHandle) and TAG in a.attr}
+                tags = {a.attr[_TAG] for a in (*args, *kwargs.values())
+                        if isinstance(a, I.TensorHandle) and _TAG in a.attr}
                 if len(tags) == 1:
-                    out.attr[TAG] = tags.pop()
+                    out.attr[_TAG] = tags.pop()
             return out
         return wrapped
 
     # Triton's interpreter changed these signatures between releases (3.6/3.7: cache_modifier,
     # eviction_policy; 3.8+: one cache_policy), so bind whatever is passed against the installed
     # builder's own signature and change only the mask.
-    load_sig = inspect.signature(I.InterpreterBuilder.create_masked_load)
-    store_sig = inspect.signature(I.InterpreterBuilder.create_masked_store)
+    def masked(kind):
+        sig = inspect.signature(getattr(I.InterpreterBuilder, f"create_masked_{kind}"))
 
-    def masked(kind, sig):
         def call(*args, **kwargs):
             bound = sig.bind(builder, *args, **kwargs)
             ptrs, mask = bound.arguments["ptrs"], bound.arguments["mask"]
-            keep = rec._classify(kind, ptrs.data, mask.data, tuple(builder.grid_idx), ptrs.attr.get(TAG))
+            keep = rec._classify(kind, ptrs.data, mask.data, tuple(builder.grid_idx), ptrs.attr.get(_TAG))
             bound.arguments["mask"] = I.TensorHandle(keep, mask.dtype)
             return getattr(I.InterpreterBuilder, f"create_masked_{kind}")(*bound.args, **bound.kwargs)
         return call
 
-    patched = {"set_grid_dim": set_grid_dim, "create_masked_load": masked("load", load_sig),
-               "create_masked_store": masked("store", store_sig)}
+    patched = {"set_grid_dim": set_grid_dim, "create_masked_load": masked("load"),
+               "create_masked_store": masked("store")}
     for attr in dir(I.InterpreterBuilder):
         if attr.startswith("create_") and attr not in patched and attr not in ("create_load", "create_store"):
             patched[attr] = propagate(getattr(builder, attr))
-    I.GridExecutor._init_args_hst = init_args_hst
-    I._implicit_cvt = implicit_cvt
-    for attr, fn in patched.items():
-        setattr(builder, attr, fn)
-    _ACTIVE.append(rec)
-    try:
-        yield rec
-    finally:
-        I.GridExecutor._init_args_hst = orig_init
-        I._implicit_cvt = orig_cvt
-        for attr in patched:
-            builder.__dict__.pop(attr, None)
-        _ACTIVE.pop()
+    return patched

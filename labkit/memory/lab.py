@@ -5,6 +5,9 @@
     activation_table(cfg, batch_size)    our GPT's saved activations: closed form by part, measured
     step_timeline(n_layers, segment)     one training step of a chain, bytes by category after each op
     picture(exercise)                    a learner's function next to the lab's measurement
+    chain_table, kv_table, cnn_rnn_table inference memory (section 12): measured next to closed forms
+    lifetime_player(widths, batch)       which activations of a chain are alive, forward-only vs training
+    wall_table(), wall_player()          the memory wall: published models' states vs the largest device
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
@@ -16,15 +19,14 @@ from dataclasses import dataclass
 import torch
 
 from labkit.checks import check_int, check_real
-from labkit.memory.checkpointing import chain_peak_bytes, checkpointed_chain, make_chain
+from labkit.memory.activation_checkpointing import chain_peak_bytes, checkpointed_chain, make_chain
 from labkit.memory.estimate import (activation_bytes_per_layer, gpt_layer_saved_bytes, gpt_saved_activation_bytes,
                                     model_state_bytes_per_param)
 from labkit.memory.mixed_precision import MixedPrecisionAdam
 from labkit.memory.tracker import MemoryTracker
-from labkit.model import GPT, GPTConfig, batch, parameter_count
+from labkit.model import GPT, MEMORY_GPT, GPTConfig, batch, parameter_count
 from labkit.table import Table
 
-SMALL = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=64)
 GB = 1e9
 
 
@@ -52,7 +54,7 @@ def _held_after_step(cfg: GPTConfig, mixed: bool) -> dict:
         return tracker.live_by_category()
 
 
-def state_table(cfg: GPTConfig = SMALL) -> Table:
+def state_table(cfg: GPTConfig = MEMORY_GPT) -> Table:
     """Model-state bytes measured after one Adam step on our GPT (MemoryTracker), per parameter,
     next to the closed form: fp32 4 + 4 + 8; mixed precision 2 + 2 + 12 (master, m, v). Adam keeps
     one 4-byte step counter per parameter tensor, hence the last digits."""
@@ -70,7 +72,7 @@ def state_table(cfg: GPTConfig = SMALL) -> Table:
                  title=f"GPT {cfg.layers} layers, h={cfg.hidden}: Ψ = {psi:,} parameters in {tensors} tensors")
 
 
-def activation_table(cfg: GPTConfig = SMALL, batch_size: int = 4, dtype: torch.dtype = torch.bfloat16) -> Table:
+def activation_table(cfg: GPTConfig = MEMORY_GPT, batch_size: int = 4, dtype: torch.dtype = torch.bfloat16) -> Table:
     """Our GPT's saved activations after forward: the closed form, part by part, its total next to
     the bytes the tracker sees (minus logits and loss, which are outputs); then one layer of ours
     reconciled with Korthikanti et al.'s per-layer formula 34·s·b·h + 5·a·s²·b (16-bit), term by
@@ -103,7 +105,7 @@ def activation_table(cfg: GPTConfig = SMALL, batch_size: int = 4, dtype: torch.d
 class Timeline:
     """One training step of a chain: bytes by category after every op (``samples``), the peak of
     all bytes, and the closed form of the peak activation bytes (``closed_form``,
-    `labkit.memory.checkpointing.chain_peak_bytes`; None for a learner's own function)."""
+    `labkit.memory.activation_checkpointing.chain_peak_bytes`; None for a learner's own function)."""
 
     n_layers: int
     segment: int | None
@@ -158,7 +160,7 @@ def _block(t: torch.Tensor) -> int:
     return -(-t.untyped_storage().nbytes() // 512) * 512
 
 
-def cuda_peak_table(cfg: GPTConfig = SMALL, batch_size: int = 8) -> Table:
+def cuda_peak_table(cfg: GPTConfig = MEMORY_GPT, batch_size: int = 8) -> Table:
     """On a CUDA GPU: one Adam step of our GPT (forward, backward, step) tracked by MemoryTracker,
     next to the CUDA caching allocator's own peak (``torch.cuda.max_memory_allocated``). The
     allocator reads higher, mostly because of the **cuBLAS workspace**: the first matrix multiply
@@ -203,6 +205,18 @@ def cuda_peak_table(cfg: GPTConfig = SMALL, batch_size: int = 8) -> Table:
     ratio = f"{allocator / tracker.peak_bytes:.1f}" if tracker.peak_bytes else "-"
     return Table(["count", "peak bytes"], rows, title=f"GPT step on {torch.cuda.get_device_name()}: "
                                                       f"allocator / tracker = {ratio}")
+
+
+def checkpoint_widget(n_layers: int = 8, width: int = 16, batch_size: int = 64):
+    """Play + slider over activation checkpointing's segment length k = none, 1, 2, ..., N: one
+    step's memory timeline each (`step_timeline`, all computed first), drawn by `viz.memory`."""
+    from labkit.viz.memory import checkpoint_frame
+    from labkit.viz.player import player
+
+    timelines = [step_timeline(n_layers, None, width, batch_size)] + \
+        [step_timeline(n_layers, k, width, batch_size) for k in range(1, n_layers + 1)]
+    ymax = max(t.peak for t in timelines) / 1024 * 1.25
+    return player(lambda i: checkpoint_frame(timelines, i, ymax), len(timelines), description="k")
 
 
 # ---------------------------------------------------------------------- check your work
@@ -263,7 +277,7 @@ def block_bytes_picture(fn):
     from labkit.memory.estimate import gpt_layer_saved_bytes
 
     rows = []
-    for cfg, b, e in ((SMALL, 4, 2), (GPTConfig(hidden=4096, heads=32, seq_len=2048, vocab=8), 1, 2),
+    for cfg, b, e in ((MEMORY_GPT, 4, 2), (GPTConfig(hidden=4096, heads=32, seq_len=2048, vocab=8), 1, 2),
                       (GPTConfig(hidden=12288, heads=96, seq_len=2048, vocab=8), 1, 2)):
         for policy in ("none", "selective", "full"):
             yours = fn(b, cfg.seq_len, cfg.hidden, cfg.heads, cfg.mlp_ratio, e, policy)
@@ -276,4 +290,130 @@ def block_bytes_picture(fn):
 
 def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab09_memory.py."""
-    return {"checkpointed_forward": checkpoint_picture, "block_activation_bytes": block_bytes_picture}[exercise]
+    return {"checkpointed_forward": checkpoint_picture, "block_activation_bytes": block_bytes_picture,
+            "forward_only_peak": peak_picture, "kv_cache_bytes": kv_picture}[exercise]
+
+
+# ---------------------------------------------------------------------------- section 12: inference memory
+CHAINS = (([64, 64, 64, 64, 64], 8), ([32, 128, 16, 256, 8], 4), ([128] * 6, 16))
+
+
+def chain_table(chains=CHAINS) -> Table:
+    """Per chain (`labkit.memory.inference.chain`): activations, the forward-only peak and what a
+    training forward keeps, measured by the tracker next to the closed forms (bytes)."""
+    from labkit.memory import inference as I
+
+    rows = []
+    for widths, b in chains:
+        m, f = I.chain_peaks(widths, b), I.chain_peak_formula(widths, b)
+        largest = max(I._activation_bytes(widths, b, 4))
+        rows.append([" ".join(map(str, widths)), b, 2 * (len(widths) - 1), largest, m["inference_peak"],
+                     f["inference_peak"], m["training_kept"], f["training_kept"]])
+    return Table(["widths", "B", "outputs", "largest", "no_grad peak", "formula", "kept (train)", "formula "],
+                 rows, title="Linear+ReLU chains, float32 (bytes); peak = max(a1, max a_i + a_(i+1))")
+
+
+def lifetime_player(widths=(64, 64, 64, 64), batch_size: int = 8):
+    """Play + slider over `chain_lifetimes`: each module's run and its input's release, both modes."""
+    from labkit.memory.inference import chain_lifetimes
+    from labkit.viz.inference import lifetime_html
+    from labkit.viz.player import player
+
+    lt = chain_lifetimes(list(widths), batch_size)
+    n = len(lt.frames["inference"])
+    return player(lambda i: lifetime_html(lt, i, f"a chain of {len(lt.sizes)} modules, batch {batch_size}"), n,
+                  interval_ms=800)
+
+
+def kv_table(tokens: int = 4096, batch_size: int = 1) -> Table:
+    """KV-cache bytes per token and for ``tokens`` tokens of ``batch_size`` sequences, for published
+    model shapes (`labkit.memory.inference.PUBLISHED_KV`), 16-bit."""
+    from labkit.memory.inference import PUBLISHED_KV, kv_cache_bytes_per_token
+
+    rows = []
+    for name, (layers, heads, kv_heads, hd, e) in PUBLISHED_KV.items():
+        per = kv_cache_bytes_per_token(layers, kv_heads, hd, e)
+        rows.append([name, layers, f"{kv_heads}/{heads}", hd, per / 2**10, per * tokens * batch_size / GB])
+    return Table(["model", "layers", "kv/q heads", "head dim", "KiB/token", f"GB, {tokens} tokens"], rows,
+                 {"KiB/token": ",.0f", f"GB, {tokens} tokens": ".2f"},
+                 f"KV cache, 2 bytes per element, batch {batch_size}")
+
+
+def cnn_rnn_table(batch_size: int = 4) -> Table:
+    """`SmallCNN` and `ElmanRNN`: activation bytes kept at the end of a training forward, closed form by
+    tensor and measured by the tracker."""
+    from labkit.memory import inference as I
+
+    cnn, rnn = I.SmallCNN(), I.ElmanRNN()
+    g = torch.Generator().manual_seed(0)
+    steps = 12
+    x_cnn = torch.randn(batch_size, 3, cnn.size, cnn.size, generator=g)
+    x_rnn = torch.randn(batch_size, steps, 8, generator=g)
+    rows = []
+    for name, model, x, form in (
+            ("CNN", cnn, x_cnn, I.cnn_activation_bytes(batch_size, cnn.c1, cnn.c2, cnn.size, cnn.classes)),
+            ("RNN", rnn, x_rnn, I.rnn_activation_bytes(batch_size, steps, 8, rnn.hidden, 10))):
+        for part, nbytes in form.items():
+            if part != "total":
+                rows.append([name, part, nbytes, ""])
+        rows.append([name, "total", form["total"], I.measure_training_forward(model, x)])
+    return Table(["model", "tensor kept for backward", "closed form", "measured"], rows,
+                 title=f"batch {batch_size}: CNN 3x{cnn.size}x{cnn.size}, c1={cnn.c1}, c2={cnn.c2}; "
+                       f"RNN T={steps}, I=8, H={rnn.hidden} (bytes)")
+
+
+def peak_picture(fn):
+    """The learner's `forward_only_peak` on `CHAINS`' activations, next to the measured peak."""
+    from labkit.memory import inference as I
+
+    rows = []
+    for widths, b in CHAINS:
+        sizes = I._activation_bytes(widths, b, 4)
+        yours, measured = fn(sizes), I.chain_peaks(widths, b)["inference_peak"]
+        rows.append([" ".join(map(str, widths)), b, yours, measured, yours == measured])
+    table = Table(["widths", "B", "yours", "measured", "equal"], rows)
+    print(table)
+    return table
+
+
+def kv_picture(fn):
+    """The learner's `kv_cache_bytes` against a cache filled while decoding our GPT, and on published shapes."""
+    from labkit.memory.inference import PUBLISHED_KV, kv_cache_bytes_per_token, measure_kv_cache
+
+    cfg = GPTConfig(layers=3, hidden=48, heads=4, seq_len=32, vocab=64)
+    m = measure_kv_cache(cfg, batch=2, tokens=12)
+    rows = [["our GPT, 12 tokens x 2", fn(3, 4, 4, 12, 12, 2, 4), m.held[-1]]]
+    for name, (layers, heads, kv, hd, e) in PUBLISHED_KV.items():
+        rows.append([name.split(" (")[0] + ", 1 token", fn(layers, heads, kv, hd, 1, 1, e),
+                     kv_cache_bytes_per_token(layers, kv, hd, e)])
+    for r in rows:
+        r.append(r[1] == r[2])
+    table = Table(["case", "yours", "measured / closed form", "equal"], rows)
+    print(table)
+    return table
+
+
+def wall_table(models=None) -> Table:
+    """The memory wall (`labkit.memory.wall`): each published model's parameters, its model states
+    at 16 bytes per parameter, the largest device of its year and how many of them the states fill."""
+    from labkit.memory.wall import MODELS, wall_rows
+
+    rows = wall_rows(MODELS if models is None else models)
+    return Table(["year", "model", "params (B)", "states (GB)", "largest device", "GB", "devices"],
+                 [(r.model.year, r.model.name, r.model.params / 1e9, r.state_bytes / GB, r.device.name,
+                   r.device.gb, r.devices) for r in rows],
+                 formats={"params (B)": ",.2f", "states (GB)": ",.0f", "GB": "g"})
+
+
+def wall_player():
+    """Play + slider over the years: the models published so far against the largest device memory."""
+    from labkit.memory.wall import DEVICES, largest_device, wall_rows
+    from labkit.viz.memory import wall_figure
+    from labkit.viz.player import player
+
+    rows = wall_rows()
+    first, last = min(d.year for d in DEVICES), max(r.model.year for r in rows)
+    envelope = [(y, largest_device(y).gb) for y in range(first, last + 1)]
+    years = list(range(min(r.model.year for r in rows), last + 1))
+    return player(lambda i: wall_figure(rows, envelope, years[i]), len(years), description="year",
+                  interval_ms=900)

@@ -2,7 +2,7 @@
 
 **Selective recomputation** (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 Transformer Models"): recompute only the attention core, whose saved tensors grow as s², and keep
-the rest. ``recompute(model, "selective")`` checkpoints (`labkit.memory.checkpointing.
+the rest. ``recompute(model, "selective")`` checkpoints (`labkit.memory.activation_checkpointing.
 checkpoint_segment`), in every block, the model's own `labkit.model.attention_core` — from the
 qkv projection's output (B, s, 3h) to the output projection's input (B, s, h). Per layer that
 frees exactly
@@ -30,7 +30,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from labkit.checks import check_int
-from labkit.memory.checkpointing import checkpoint_segment
+from labkit.memory.activation_checkpointing import checkpoint_segment
 from labkit.memory.estimate import RECOMPUTE, gpt_layer_saved_bytes
 from labkit.memory.tracker import ActivationPeakTracker
 from labkit.model import GPT, GPTConfig, attention_core, batch

@@ -21,6 +21,8 @@ in a ``memory_categories()`` method returning {category: [tensors]}.
 """
 from __future__ import annotations
 
+import gc
+import time
 import weakref
 from dataclasses import dataclass
 
@@ -169,6 +171,17 @@ class MemoryTracker(TorchDispatchMode):
         tracker counts once an op inside returns a view of them, and its outputs)."""
         skip = {id(_storage(t)) for t in tensors if isinstance(t, torch.Tensor)}
         return sum(nbytes for key, nbytes in self._live.items() if key not in skip)
+
+    def settled_bytes_except(self, below: int, *tensors: torch.Tensor, wait_s: float = 0.3) -> int:
+        """`live_bytes_except(*tensors)`, given up to ``wait_s`` seconds to drop under ``below`` bytes:
+        gloo's worker thread can hold a finished collective's tensors for a moment after wait() returns."""
+        deadline = time.monotonic() + wait_s
+        kept = self.live_bytes_except(*tensors)
+        while kept >= below and time.monotonic() < deadline:
+            gc.collect()
+            time.sleep(0.01)
+            kept = self.live_bytes_except(*tensors)
+        return kept
 
 
 class ActivationPeakTracker(MemoryTracker):

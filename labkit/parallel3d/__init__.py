@@ -6,6 +6,9 @@ ranks, composed from Labs 06 (data), 07 (tensor) and 08 (pipeline).
     train.py        one training step on the grid; launching; the one-process reference; timings
     comm_bytes.py   bytes per step along each dimension, closed form and as recorded
     torchrun_3d.py  the same training under ``torchrun`` (several machines)
+    lab.py          the notebook's one-liners (runs on grids, their tables) and the grid exercises' pictures
+
+The planner (`labkit.planner`) imports this package's grid; nothing here imports the planner.
 """
 from labkit.parallel3d.comm_bytes import bytes_per_step, rank_bytes_per_step
 from labkit.parallel3d.grid import Coord, coords, embedding_groups, groups

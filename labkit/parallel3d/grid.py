@@ -13,8 +13,9 @@ PyTorch's ``init_device_mesh(device, (pp, dp, tp), mesh_dim_names=("pp", "dp", "
 row-major layout gives exactly the formula above; `build_grid` uses it ("cuda" under NCCL, where
 each rank owns its GPU, else "cpu").
 
-Pure functions (no torch.distributed): `coords`, `rank_of`, `groups` (the planner's, Lab 11's one
-copy: `labkit.planner.grid`), `coord_of` (the same as a named `Coord`), `embedding_groups`.
+Pure functions (no torch.distributed; Lab 11's one copy, which the planner imports): `coords`,
+`rank_of`, `groups`, `nodes_spanned` (ranks fill nodes in order: node = rank // gpus_per_node),
+`coord_of` (the same as a named `Coord`), `embedding_groups`.
 On launched ranks: `build_grid` → `Grid`, holding this rank's coordinates and its groups.
 """
 from __future__ import annotations
@@ -22,11 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from labkit.checks import check_int
-from labkit.planner.grid import coords, groups, rank_of   # the pure rank order, shared with the planner
+from labkit.checks import check_count, check_int
 
-__all__ = ["Coord", "coords", "coord_of", "rank_of", "groups", "embedding_groups", "check_grid", "Grid",
-           "build_grid"]
+__all__ = ["KINDS", "Coord", "coords", "coord_of", "rank_of", "groups", "embedding_groups", "check_grid", "Grid",
+           "build_grid", "nodes_spanned"]
+
+KINDS = ("dp", "tp", "pp")   # the grid's dimensions
 
 
 class Coord(NamedTuple):
@@ -41,6 +43,61 @@ def _check_sizes(fn: str, dp, tp, pp) -> tuple[int, int, int]:
     return (check_int(fn, "dp", dp, minimum=1), check_int(fn, "tp", tp, minimum=1),
             check_int(fn, "pp", pp, minimum=1))
 
+
+def rank_of(coord, dp: int, tp: int, pp: int) -> int:
+    """The rank at grid position ``coord`` = (dp_index, tp_index, pp_index), the inverse of `coords`:
+    pp_index·(dp·tp) + dp_index·tp + tp_index."""
+    dp, tp, pp = _check_sizes("rank_of", dp, tp, pp)
+    if isinstance(coord, (str, bytes)) or not hasattr(coord, "__len__") or len(coord) != 3:
+        raise TypeError(f"rank_of: coord must be (dp_index, tp_index, pp_index), got {coord!r}")
+    d = check_int("rank_of", "dp_index", coord[0], minimum=0, maximum=dp - 1)
+    t = check_int("rank_of", "tp_index", coord[1], minimum=0, maximum=tp - 1)
+    p = check_int("rank_of", "pp_index", coord[2], minimum=0, maximum=pp - 1)
+    return p * (dp * tp) + d * tp + t
+
+
+def coords(rank: int, dp: int, tp: int, pp: int) -> tuple[int, int, int]:
+    """(dp_index, tp_index, pp_index) of ``rank`` on a dp × tp × pp grid (inverse of `rank_of`)."""
+    dp, tp, pp = _check_sizes("coords", dp, tp, pp)
+    rank = check_int("coords", "rank", rank, minimum=0, maximum=dp * tp * pp - 1)
+    pp_index, rest = divmod(rank, dp * tp)
+    dp_index, tp_index = divmod(rest, tp)
+    return dp_index, tp_index, pp_index
+
+
+def groups(dp: int, tp: int, pp: int) -> dict[str, list[list[int]]]:
+    """The communication groups of each kind, every rank in exactly one group of each kind:
+
+    "tp": for each (pp_index, dp_index), in that order, the ranks tp_index = 0..tp-1 (consecutive);
+    "dp": for each (pp_index, tp_index), the ranks dp_index = 0..dp-1 (stride tp);
+    "pp": for each (dp_index, tp_index), the ranks pp_index = 0..pp-1 (stride dp·tp) — stage order.
+
+    Within each kind the groups come in order of their smallest rank. These are the groups
+    ``init_device_mesh(..., (pp, dp, tp))`` builds for its "tp", "dp" and "pp" dimensions."""
+    dp, tp, pp = _check_sizes("groups", dp, tp, pp)
+    check_count("groups", "dp·tp·pp", dp * tp * pp)
+    r = lambda d, t, p: p * (dp * tp) + d * tp + t  # noqa: E731
+    return {
+        "dp": [[r(d, t, p) for d in range(dp)] for p in range(pp) for t in range(tp)],
+        "tp": [[r(d, t, p) for t in range(tp)] for p in range(pp) for d in range(dp)],
+        "pp": [[r(d, t, p) for p in range(pp)] for d in range(dp) for t in range(tp)],
+    }
+
+
+def nodes_spanned(group, gpus_per_node: int) -> int:
+    """Number of distinct nodes the ranks of ``group`` live on (rank r is on node r // gpus_per_node)."""
+    g = check_int("nodes_spanned", "gpus_per_node", gpus_per_node, minimum=1)
+    if isinstance(group, (str, bytes)) or not hasattr(group, "__iter__"):
+        raise TypeError(f"nodes_spanned: group must be a sequence of ranks, got {type(group).__name__}")
+    ranks = list(group)
+    if not ranks:
+        raise ValueError("nodes_spanned: group must hold at least one rank, got none")
+    for k in ranks:
+        check_int("nodes_spanned", "rank", k, minimum=0)
+    return len({k // g for k in ranks})
+
+
+# -- the same facts without listing every rank (the planner asks them for 4096-GPU grids) ---------
 
 def coord_of(rank: int, dp: int, tp: int, pp: int) -> Coord:
     """`coords` as a named `Coord` (c.dp, c.tp, c.pp)."""

@@ -39,7 +39,8 @@ from labkit.model import DTYPES, GPT, GPTConfig, batch
 from labkit.parallel3d.comm_bytes import DIMENSIONS, bytes_by_dimension
 from labkit.parallel3d.grid import Coord, Grid, build_grid, check_grid
 from labkit.parallel3d.stages import GPTStage, gather_full_state, shard_state
-from labkit.pipeline.executor import message_order, run_step
+from labkit.pipeline.comm import message_order
+from labkit.pipeline.executor import run_step
 from labkit.pipeline.schedules import Action, schedule
 from labkit.tensor_parallel.comm import tp_group
 

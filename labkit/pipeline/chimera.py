@@ -7,7 +7,7 @@ down, half go up; each pipeline runs 1F1B on its half, and the two per-rank orde
 One fills the other's bubbles: with equal forward and backward times the bubble share of the
 step is (D-2)/(2N+D-2) for N micro-batches per rank, against 1F1B's (D-1)/(N+D-1).
 
-The lab's `schedule`/`check_schedule`/`simulate` place stage s on rank s % p along one chain of
+The lab's `schedule`/`check_schedule`/`time_schedule` place stage s on rank s % p along one chain of
 stages, which cannot describe a second pipeline running the other way. This module adds an
 explicit placement, a `Layout`, and runs schedules in the same `Action` format on it:
 
@@ -17,7 +17,7 @@ explicit placement, a `Layout`, and runs schedules in the same `Action` format o
                                         (stage D+j = model stage j, on rank D-1-j); micro-batches
                                         0..m/2-1 go down, m/2..m-1 go up
     check_placed(sched, layout)         `check_schedule` for a layout (one-line ScheduleError)
-    simulate_placed(sched, layout, ...) `simulate` for a layout -> the lab's SimResult; optional
+    simulate_placed(sched, layout, ...) `time_schedule` for a layout -> the lab's SimResult; optional
                                         overlapped pairs (DualPipe's F&B, see dualpipe.py)
     chimera_schedule(D, N)              Chimera's per-rank order (units of D micro-batches)
     chimera_bubble(D, N)                the paper's bubble share (D-2)/(2N+D-2), F = B
@@ -33,8 +33,8 @@ from fractions import Fraction
 
 from labkit.checks import check_int
 from labkit.pipeline.schedules import MAX_STAGE_MICROBATCHES, Action, ScheduleError, normalized, schedule
-from labkit.pipeline.simulate import (Interval, SimResult, _ratio, check_seconds, in_flight, simulate,
-                                      stage_times)
+from labkit.pipeline.simulate import (SimResult, _ratio, check_seconds, run_events, sim_result, stage_times,
+                                      time_schedule)
 from labkit.table import Table
 
 __all__ = ["Layout", "looped_layout", "bidirectional_layout", "check_placed", "simulate_placed",
@@ -229,7 +229,7 @@ def _block(acts: list, i: int, pair_starts: set) -> list:
 
 def simulate_placed(sched, layout: Layout, forward_time, backward_time, weight_time=None,
                     p2p_latency=0, pairs=None, pair_time=None) -> SimResult:
-    """`simulate` for an explicit `Layout`; returns the lab's `SimResult` (same conventions).
+    """`time_schedule` for an explicit `Layout`; returns the lab's `SimResult` (same conventions).
 
     forward_time / backward_time / weight_time: a number, or one per stage of the layout; W takes
     weight_time (default half of backward_time) and I the rest. ``pairs`` ({rank: positions i}):
@@ -246,53 +246,15 @@ def simulate_placed(sched, layout: Layout, forward_time, backward_time, weight_t
     check_seconds(p2p_latency, "p2p_latency")
     if pair_time is not None:
         check_seconds(pair_time, "pair_time")
-    S, R = layout.num_stages, len(sched)
+    S = layout.num_stages
     tf = stage_times(forward_time, S, "forward_time")
     tb = stage_times(backward_time, S, "backward_time")
     tw = [_ratio(t, 2) for t in tb] if weight_time is None else stage_times(weight_time, S, "weight_time")
     if any(w > b for w, b in zip(tw, tb)):
         raise ValueError(f"{fn}: weight_time {tw} must not exceed backward_time {tb} (I takes the difference)")
     duration = {"F": tf, "B": tb, "W": tw, "I": [b - w for b, w in zip(tb, tw)]}
-    finish: dict = {}
-    free, pos = [0] * R, [0] * R
-    timeline = {r: [] for r in range(R)}
-    progress = True
-    while progress:
-        progress = False
-        for r in range(R):
-            while pos[r] < len(sched[r]):
-                block = _block(sched[r], pos[r], pairs[r])
-                own = {(b.stage, ev, b.microbatch) for b in block for ev in _EVENTS[b.kind]}
-                deps = [d for a in block for d in placed_dependencies(a, layout) if d not in own]
-                if not all(d in finish for d in deps):
-                    break
-                start = free[r]
-                for d in deps:
-                    end, where = finish[d]
-                    start = max(start, end + (p2p_latency if where != r else 0))
-                own_times = [duration[a.kind][a.stage] for a in block]
-                total = sum(own_times)
-                span = pair_time if len(block) == 2 and pair_time is not None else total
-                t = start
-                for a, d in zip(block, own_times):
-                    piece = _ratio(span * d, total) if total else 0
-                    timeline[r].append(Interval(r, a, t, t + piece))
-                    t += piece
-                end = start + span
-                for a in block:
-                    for ev in _EVENTS[a.kind]:
-                        finish[(a.stage, ev, a.microbatch)] = (end, r)
-                free[r] = end
-                pos[r] += len(block)
-                progress = True
-    makespan = max((iv.end for ivs in timeline.values() for iv in ivs), default=0)
-    busy = {r: sum(iv.end - iv.start for iv in timeline[r]) for r in range(R)}
-    idle = R * makespan - sum(busy.values())
-    bubble = _ratio(idle, R * makespan) if makespan > 0 else 0
-    inflight, peak = {}, {}
-    for r in range(R):
-        inflight[r], peak[r] = in_flight(timeline[r])
-    return SimResult(timeline, makespan, busy, bubble, peak, inflight)
+    timeline = run_events(sched, duration, lambda a: placed_dependencies(a, layout), p2p_latency, pairs, pair_time)
+    return sim_result(timeline)
 
 
 # --------------------------------------------------------------------------- Chimera
@@ -382,7 +344,7 @@ def chimera_table(cases, forward_time=1, backward_time=1) -> Table:
     rows = []
     for D, N in cases:
         r = simulate_placed(chimera_schedule(D, N), bidirectional_layout(D, N), forward_time, backward_time)
-        o = simulate(schedule("1f1b", D, N), forward_time, backward_time)
+        o = time_schedule(schedule("1f1b", D, N), forward_time, backward_time)
         rows.append((D, N, str(r.makespan), str(r.bubble_fraction), str(chimera_bubble(D, N)),
                      str(o.makespan), str(o.bubble_fraction), [r.peak_inflight[k] for k in range(D)]))
     return Table(["D", "N", "step", "bubble", "paper (F=B)", "1F1B step", "1F1B bubble",

@@ -30,7 +30,7 @@ from labkit.checks import check_int
 from labkit.pipeline.chimera import (bidirectional_layout, check_placed, chimera_idle,
                                      chimera_schedule, simulate_placed)
 from labkit.pipeline.schedules import Action, schedule
-from labkit.pipeline.simulate import SimResult, check_seconds, simulate
+from labkit.pipeline.simulate import SimResult, check_seconds, time_schedule
 from labkit.table import Table
 
 __all__ = ["dualpipe_schedule", "dualpipe_pairs", "simulate_dualpipe", "report_bubble",
@@ -57,80 +57,98 @@ def _check(fn: str, num_ranks, num_microbatches) -> tuple:
     return PP, m
 
 
+class _RankProgram:
+    """Rank r's action list as DualPipe's steps append to it. Phase 0 is the direction in which rank
+    r sits in the first half of the pipeline (the rank's early stage), phase 1 the other."""
+
+    def __init__(self, r: int, PP: int, m: int):
+        self.r, self.PP, self.H = r, PP, m // 2
+        self.half_ranks = PP // 2
+        self.h = min(r, PP - 1 - r)                  # distance from the nearer end
+        self.second = r >= self.half_ranks
+        self.middle = self.h == self.half_ranks - 1
+        self.nf, self.nb = [0, 0], [0, 0]
+        self.pending_w: list[Action] = []            # split backwards still owing their W, FIFO
+        self.acts: list[Action] = []
+        self.pairs: list[int] = []
+
+    def stage(self, phase: int) -> int:
+        direction = phase ^ self.second              # 0: entered at rank 0, 1: entered at rank PP-1
+        return self.r if direction == 0 else self.PP + (self.PP - 1 - self.r)
+
+    def first_mb(self, phase: int) -> int:
+        return 0 if phase ^ self.second == 0 else self.H
+
+    def F(self, phase: int) -> None:
+        self.acts.append(Action(self.stage(phase), "F", self.first_mb(phase) + self.nf[phase]))
+        self.nf[phase] += 1
+
+    def Bk(self, phase: int, zb: bool = False) -> None:
+        i = self.first_mb(phase) + self.nb[phase]
+        self.nb[phase] += 1
+        self.acts.append(Action(self.stage(phase), "I" if zb else "B", i))
+        if zb:
+            self.pending_w.append(Action(self.stage(phase), "W", i))
+
+    def W(self) -> None:
+        self.acts.append(self.pending_w.pop(0))
+
+    def FB(self, phase_f: int, phase_b: int) -> None:   # one overlapped block: F of one, B of the other
+        self.pairs.append(len(self.acts))
+        self.F(phase_f)
+        self.Bk(phase_b)
+
+
 def _rank_steps(r: int, PP: int, m: int) -> tuple:
     """Rank r's actions and the positions of its overlapped pairs, following the reference's
-    eight steps. Phase 0 is the direction in which rank r sits in the first half of the pipeline
-    (the rank's early stage), phase 1 the other."""
-    half_ranks, H = PP // 2, m // 2
-    h = min(r, PP - 1 - r)                       # distance from the nearer end
-    second = r >= half_ranks
-    middle = h == half_ranks - 1
+    eight steps (`_warmup`: 1-3, `_steady`: 4-5, `_cooldown`: 6-8)."""
+    prog = _RankProgram(r, PP, m)
+    _warmup(prog)
+    _steady(prog)
+    _cooldown(prog)
+    assert not prog.pending_w and prog.nf == [prog.H, prog.H] and prog.nb == [prog.H, prog.H]
+    return prog.acts, prog.pairs
 
-    def stage(phase: int) -> int:
-        direction = phase ^ second               # 0: entered at rank 0, 1: entered at rank PP-1
-        return r if direction == 0 else PP + (PP - 1 - r)
 
-    def first_mb(phase: int) -> int:
-        return 0 if phase ^ second == 0 else H
+def _warmup(p: _RankProgram) -> None:
+    for _ in range((p.half_ranks - p.h - 1) * 2):   # step 1: nF0
+        p.F(0)
+    for _ in range(p.h + 1):                        # step 2: nF0F1
+        p.F(0)
+        p.F(1)
+    for _ in range(p.half_ranks - p.h - 1):         # step 3: nB1W1F1 (zero bubble)
+        p.Bk(1, zb=True)
+        p.W()
+        p.F(1)
 
-    nf, nb = [0, 0], [0, 0]
-    pending_w: list[Action] = []                 # split backwards still owing their W, FIFO
-    acts: list[Action] = []
-    pairs: list[int] = []
 
-    def F(phase):
-        acts.append(Action(stage(phase), "F", first_mb(phase) + nf[phase]))
-        nf[phase] += 1
-
-    def Bk(phase, zb=False):
-        i = first_mb(phase) + nb[phase]
-        nb[phase] += 1
-        acts.append(Action(stage(phase), "I" if zb else "B", i))
-        if zb:
-            pending_w.append(Action(stage(phase), "W", i))
-
-    def W():
-        acts.append(pending_w.pop(0))
-
-    def FB(phase_f, phase_b):                    # one overlapped block: F of one, B of the other
-        pairs.append(len(acts))
-        F(phase_f)
-        Bk(phase_b)
-
-    for _ in range((half_ranks - h - 1) * 2):    # step 1: nF0
-        F(0)
-    for _ in range(h + 1):                       # step 2: nF0F1
-        F(0)
-        F(1)
-    for _ in range(half_ranks - h - 1):          # step 3: nB1W1F1 (zero bubble)
-        Bk(1, zb=True)
-        W()
-        F(1)
-    for i in range(H - PP + h + 1):              # step 4 (main): nF0B1F1B0
-        if i == 0 and middle:                    # the reference does not overlap this one
-            F(0)
-            Bk(1)
+def _steady(p: _RankProgram) -> None:
+    for i in range(p.H - p.PP + p.h + 1):           # step 4 (main): nF0B1F1B0
+        if i == 0 and p.middle:                     # the reference does not overlap this one
+            p.F(0)
+            p.Bk(1)
         else:
-            FB(0, 1)
-        FB(1, 0)
-    for _ in range(half_ranks - h - 1):          # step 5: nB1F1B0
-        Bk(1)
-        FB(1, 0)
+            p.FB(0, 1)
+        p.FB(1, 0)
+    for _ in range(p.half_ranks - p.h - 1):         # step 5: nB1F1B0
+        p.Bk(1)
+        p.FB(1, 0)
+
+
+def _cooldown(p: _RankProgram) -> None:
     zb = False
-    for i in range(h + 1):                       # step 6: nB1B0, second half split
-        if i == (h + 1) // 2 and h % 2 == 1:
+    for i in range(p.h + 1):                        # step 6: nB1B0, second half split
+        if i == (p.h + 1) // 2 and p.h % 2 == 1:
             zb = True
-        Bk(1, zb)
-        if i == (h + 1) // 2 and h % 2 == 0:
+        p.Bk(1, zb)
+        if i == (p.h + 1) // 2 and p.h % 2 == 0:
             zb = True
-        Bk(0, zb)
-    for _ in range(half_ranks - h - 1):          # step 7: nWB0 (zero bubble)
-        W()
-        Bk(0, zb=True)
-    for _ in range(h + 1):                       # step 8: nW
-        W()
-    assert not pending_w and nf == [H, H] and nb == [H, H]
-    return acts, pairs
+        p.Bk(0, zb)
+    for _ in range(p.half_ranks - p.h - 1):         # step 7: nWB0 (zero bubble)
+        p.W()
+        p.Bk(0, zb=True)
+    for _ in range(p.h + 1):                        # step 8: nW
+        p.W()
 
 
 def dualpipe_schedule(num_ranks: int, num_microbatches: int) -> dict:
@@ -200,8 +218,8 @@ def compare(PP: int, m: int, F, B, W, FB=None) -> dict:
     F, B, W = (Fraction(check_seconds(x, n)) for x, n in ((F, "F"), (B, "B"), (W, "W")))
     if W > B:
         raise ValueError(f"{fn}: W (weight-gradient part of B) must be <= B, got W={W}, B={B}")
-    runs = {"1F1B": simulate(schedule("1f1b", PP, m), F, B),
-            "ZB1P": simulate(schedule("interleaved_zb", PP, m, 1), F, B, weight_time=W)}
+    runs = {"1F1B": time_schedule(schedule("1f1b", PP, m), F, B),
+            "ZB1P": time_schedule(schedule("interleaved_zb", PP, m, 1), F, B, weight_time=W)}
     if m % PP == 0 and PP % 2 == 0:
         runs["Chimera"] = simulate_placed(chimera_schedule(PP, m), bidirectional_layout(PP, m), F, B)
     runs["DualPipe"] = simulate_dualpipe(PP, m, F, B, W, FB)

@@ -12,25 +12,23 @@ rank's list of actions:
   gradients accumulate over microbatches), and send d(loss)/d(input) to the
   rank of stage s-1.
 
-Sends are ``dist.isend`` (waited at the end of the step) and receives are
-blocking ``dist.recv`` with a tag per (boundary, microbatch, direction), so a
-schedule that passes ``check_schedule`` cannot deadlock. Every action's start
-and end are recorded with `labkit.bench.now` (``time.perf_counter``, CLOCK_MONOTONIC:
-one clock for all processes of the machine; on a GPU it first waits for the queued
-kernels, so an interval is the action's compute).
+Each action kind is one function (`_forward`, `_backward`, `_input_grad`, `_weight_grad`); the
+messages between stages are `labkit.pipeline.comm`'s (`StageLinks`): sends are ``dist.isend``
+(waited at the end of the step) and receives are blocking ``dist.recv`` with a tag per (boundary,
+microbatch, direction), so a schedule that passes ``check_schedule`` cannot deadlock. Every
+action's start and end are recorded with `labkit.bench.now` (``time.perf_counter``,
+CLOCK_MONOTONIC: one clock for all processes of the machine; on a GPU it first waits for the
+queued kernels, so an interval is the action's compute).
 
 NCCL ignores tags: it matches a pair's messages in the order they were posted, and a send
 and a receive between two ranks on one stream, each side sending first, deadlock. With
-``order=message_order(schedule)`` (what `run_pipeline` and Lab 11 pass under NCCL) a rank
-receives from each peer in the order that peer sends: a message that arrives before it is
-needed waits in a stash. Activations travel in ``group`` and gradients in ``grad_group`` (a
-second group of the same ranks), so each pair's stream carries one direction only.
+``order=message_order(schedule)`` (`labkit.pipeline.comm`; what `run_pipeline` and Lab 11 pass
+under NCCL) a rank receives from each peer in the order that peer sends.
 
 Inside a bigger job (3D parallelism, Lab 11) the pipeline is a sub-group: pass ``group=`` and
 stage s lives on that group's rank s % group_size, whose global rank
 ``dist.get_global_rank(group, ·)`` is the peer of every send and receive. ``loss_fn=`` replaces
-the default mean squared error on the last stage. Every send is recorded through
-`labkit.collectives.counting.record_send` (bytes per stage boundary).
+the default mean squared error on the last stage.
 
 ``run_pipeline(sched, cfg)`` launches the ranks and gathers the result;
 ``reference_step(cfg)`` computes the same loss and gradients in one process.
@@ -45,12 +43,12 @@ import torch.distributed as dist
 from torch import nn
 
 from labkit.bench import now
-from labkit.collectives.counting import record_send
 from labkit.dist import backend, device
+from labkit.pipeline.comm import StageLinks, message_order
 from labkit.pipeline.schedules import Action, check_schedule, normalized, num_microbatches_of, num_stages_of
 
 __all__ = ["MLPConfig", "build_stages", "make_batch", "reference_step", "run_step", "run_pipeline",
-           "StepRecord", "PipelineRun", "act_tag", "grad_tag", "measured_bubble", "message_order"]
+           "StepRecord", "PipelineRun", "measured_bubble"]
 
 
 # --------------------------------------------------------------------------- the model
@@ -136,58 +134,6 @@ def reference_step(cfg: MLPConfig) -> tuple[float, list[list[torch.Tensor]]]:
 
 # --------------------------------------------------------------------------- one step on one rank
 
-def act_tag(boundary: int, microbatch: int, num_microbatches: int) -> int:
-    """Tag of the activation stage ``boundary`` sends to stage boundary+1 for ``microbatch``."""
-    return 2 * (boundary * num_microbatches + microbatch)
-
-
-def grad_tag(boundary: int, microbatch: int, num_microbatches: int) -> int:
-    """Tag of the gradient stage boundary+1 sends back to stage ``boundary`` for ``microbatch``."""
-    return 2 * (boundary * num_microbatches + microbatch) + 1
-
-
-def message_order(sched: dict[int, Sequence[Action]]) -> dict[tuple[int, int, str], list[tuple[int, int]]]:
-    """{(sender rank, receiver rank, "act" | "grad"): [(boundary, microbatch), ...]} in the order the
-    sender sends them (its actions' order; stage s lives on rank s % len(sched)). F(s, i) sends
-    activation (s, i) to stage s+1; B or I of (s, i), s > 0, sends gradient (s-1, i) to stage s-1."""
-    p = len(sched)
-    S = num_stages_of(sched)
-    out: dict[tuple[int, int, str], list[tuple[int, int]]] = {}
-    for rank in sorted(sched):
-        for a in sched[rank]:
-            s, i = a.stage, a.microbatch
-            if a.kind == "F" and s < S - 1:
-                out.setdefault((rank, (s + 1) % p, "act"), []).append((s, i))
-            elif a.kind in ("B", "I") and s > 0:
-                out.setdefault((rank, (s - 1) % p, "grad"), []).append((s - 1, i))
-    return out
-
-
-class _Mailbox:
-    """Receives each peer's messages in the order that peer sends them (``message_order``); one
-    asked for out of that order is preceded by the earlier ones, which wait in a stash."""
-
-    def __init__(self, order, me: int, receive: Callable):
-        self.queues = {(src, kind): list(keys) for (src, dst, kind), keys in order.items() if dst == me}
-        self.receive, self.stash = receive, {}
-
-    def recv(self, t: torch.Tensor, src: int, kind: str, key: tuple[int, int]) -> None:
-        if (kind, key) in self.stash:
-            t.copy_(self.stash.pop((kind, key)))
-            return
-        queue = self.queues.get((src, kind), [])
-        if key not in queue:
-            raise RuntimeError(f"run_step: no {kind} message {key} is sent by rank {src} in this schedule")
-        while True:
-            nxt = queue.pop(0)
-            if nxt == key:
-                self.receive(t, src, kind, nxt)
-                return
-            early = torch.empty_like(t)
-            self.receive(early, src, kind, nxt)
-            self.stash[(kind, nxt)] = early
-
-
 @dataclass
 class StepRecord:
     """What one rank did in one step: per-microbatch losses (last stage only), its stages'
@@ -228,120 +174,131 @@ def run_step(actions: Sequence[Action], stages: dict[int, nn.Module], num_stages
         raise ValueError("run_step: a plugged-in backward_fn receives by tag itself; run it with "
                          "order=None on gloo (NCCL ignores tags)")
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    M, S = num_microbatches, num_stages
-    compute_loss = _mse if loss_fn is None else loss_fn
-    if world < 2 and S > 1:
+    if world < 2 and num_stages > 1:
         raise ValueError("run_step needs at least 2 ranks: neighbouring stages must live on "
                          "different ranks")
-    device = next((p.device for m in stages.values() for p in m.parameters()), torch.device("cpu"))
-
-    def peer(stage: int) -> int:   # global rank of the rank that owns ``stage``
-        r = stage % world
-        return r if group is None else dist.get_global_rank(group, r)
-
-    groups = {"act": group, "grad": group if grad_group is None else grad_group}
-
-    def send(t: torch.Tensor, stage: int, tag: int, phase: str):
-        dst = peer(stage)
-        record_send(phase, t, dst)
-        return dist.isend(t, dst=dst, tag=tag, group=groups["act" if phase == "forward" else "grad"])
-
-    def receive(t: torch.Tensor, src: int, kind: str, key: tuple[int, int]) -> None:
-        tag = (act_tag if kind == "act" else grad_tag)(key[0], key[1], M)
-        dist.recv(t, src=src, tag=tag, group=groups[kind])
-
-    mailbox = None if order is None else _Mailbox(order, rank, lambda t, src, kind, key: receive(
-        t, peer(src), kind, key))
-
-    def recv(t: torch.Tensor, stage: int, kind: str, key: tuple[int, int]) -> None:
-        """Receive ``kind`` message ``key`` = (boundary, microbatch) from the rank of ``stage``."""
-        if mailbox is None:
-            receive(t, peer(stage), kind, key)
-        else:
-            mailbox.recv(t, stage % world, kind, key)
-
     for a in actions:
         if a.stage % world != rank or a.stage not in stages:
             raise ValueError(f"rank {rank} was given {a!r}, but stage {a.stage} is not one of "
                              f"its stages {sorted(stages)}")
-        if a.kind not in ("F", "B", "I", "W"):
+        if a.kind not in _RUN:
             raise ValueError(f"the executor runs F, B, I and W actions, got {a!r}")
-    saved: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = {}
-    pending_w: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor | None]] = {}
-    sends: list = []
-    losses: dict[int, float] = {}
+    device = next((p.device for m in stages.values() for p in m.parameters()), torch.device("cpu"))
+    step = _Step(stages, num_stages, num_microbatches, inputs, targets, boundary_shape, dtype, device,
+                 _mse if loss_fn is None else loss_fn, backward_fn,
+                 StageLinks(num_microbatches, group, grad_group, order))
     timeline = []
     dist.barrier(group=group)
     t0 = now()
     for a in actions:
-        s, i = a.stage, a.microbatch
-        if a.kind == "F":
-            if s == 0:
-                x = inputs[i]
-            else:
-                x = torch.empty(boundary_shape, dtype=dtype, device=device)
-                recv(x, s - 1, "act", (s - 1, i))
-                x.requires_grad_(True)
-            start = now()
-            out = stages[s](x)
-            loss = None
-            if s == S - 1:
-                loss = compute_loss(out, targets[i]) / M
-                losses[i] = loss.item() * M
-            else:
-                sends.append(send(out.detach().contiguous(), s + 1, act_tag(s, i, M), "forward"))
-            end = now()
-            saved[(s, i)] = (x, out, loss)
-        elif a.kind == "I":  # input gradient only; keep the graph for the W
-            x, out, loss = saved[(s, i)]
-            grad = None
-            if s < S - 1:
-                grad = torch.empty_like(out)
-                recv(grad, s + 1, "grad", (s, i))
-            start = now()
-            root = loss if s == S - 1 else out
-            if s > 0:
-                (gx,) = torch.autograd.grad(root, [x], grad, retain_graph=True)
-                sends.append(send(gx.contiguous(), s - 1, grad_tag(s - 1, i, M), "backward"))
-            pending_w[(s, i)] = (root, grad)
-            end = now()
-        elif a.kind == "W":  # weight gradient, accumulated into .grad
-            start = now()
-            root, grad = pending_w.pop((s, i))
-            saved.pop((s, i))
-            params = list(stages[s].parameters())
-            for prm, g in zip(params, torch.autograd.grad(root, params, grad)):
-                prm.grad = g if prm.grad is None else prm.grad + g
-            end = now()
-        else:
-            x, out, loss = saved.pop((s, i))
-            recv_from = None if s == S - 1 else peer(s + 1)
-            send_to = None if s == 0 else peer(s - 1)
-            if backward_fn is None:  # our own path: receive first, so the interval is compute only
-                grad = None
-                if recv_from is not None:
-                    grad = torch.empty_like(out)
-                    recv(grad, s + 1, "grad", (s, i))
-                start = now()
-                if grad is None:
-                    loss.backward()
-                else:
-                    out.backward(grad)
-                if send_to is not None:
-                    sends.append(send(x.grad.contiguous(), s - 1, grad_tag(s - 1, i, M), "backward"))
-            else:  # a plugged-in stage_backward: its interval includes its receive wait
-                start = now()
-                work = backward_fn(x, out, loss, recv_from, send_to, grad_tag(s, i, M),
-                                   grad_tag(s - 1, i, M))
-                if work is not None:
-                    sends.append(work)
-            end = now()
+        start, end = _RUN[a.kind](step, a.stage, a.microbatch)
         timeline.append((a, start, end))
-    for w in sends:
-        w.wait()
+    step.links.wait_sends()
     grads = {s: [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
                  for p in m.parameters()] for s, m in stages.items()}
-    return StepRecord(rank, losses, grads, timeline, t0)
+    return StepRecord(rank, step.losses, grads, timeline, t0)
+
+
+@dataclass
+class _Step:
+    """One rank's state while it runs a step: its stages, the step's sizes, its links to the
+    neighbouring stages' ranks, and what the actions hand on to each other."""
+
+    stages: dict[int, nn.Module]
+    num_stages: int
+    num_microbatches: int
+    inputs: Sequence[torch.Tensor] | None
+    targets: Sequence[torch.Tensor] | None
+    boundary_shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    backward_fn: Callable | None
+    links: StageLinks
+    saved: dict = field(default_factory=dict)       # (s, i) -> (input, output, loss or None), F to B/I/W
+    pending_w: dict = field(default_factory=dict)   # (s, i) -> (root, upstream gradient), I to W
+    losses: dict = field(default_factory=dict)      # microbatch -> loss (last stage)
+
+
+def _forward(step: _Step, s: int, i: int) -> tuple[float, float]:
+    """F(s, i): the input (stage 0) or the received activation, through the stage; the last stage's
+    loss (divided by the number of microbatches), or the output sent on."""
+    S, M = step.num_stages, step.num_microbatches
+    if s == 0:
+        x = step.inputs[i]
+    else:
+        x = torch.empty(step.boundary_shape, dtype=step.dtype, device=step.device)
+        step.links.recv_activation(x, s, i)
+        x.requires_grad_(True)
+    start = now()
+    out = step.stages[s](x)
+    loss = None
+    if s == S - 1:
+        loss = step.loss_fn(out, step.targets[i]) / M
+        step.losses[i] = loss.item() * M
+    else:
+        step.links.send_activation(out.detach().contiguous(), s, i)
+    end = now()
+    step.saved[(s, i)] = (x, out, loss)
+    return start, end
+
+
+def _input_grad(step: _Step, s: int, i: int) -> tuple[float, float]:
+    """I(s, i): the input gradient only, sent back; the graph is kept for W(s, i)."""
+    x, out, loss = step.saved[(s, i)]
+    last = s == step.num_stages - 1
+    grad = None
+    if not last:
+        grad = torch.empty_like(out)
+        step.links.recv_gradient(grad, s, i)
+    start = now()
+    root = loss if last else out
+    if s > 0:
+        (gx,) = torch.autograd.grad(root, [x], grad, retain_graph=True)
+        step.links.send_gradient(gx.contiguous(), s, i)
+    step.pending_w[(s, i)] = (root, grad)
+    return start, now()
+
+
+def _weight_grad(step: _Step, s: int, i: int) -> tuple[float, float]:
+    """W(s, i): the stage's weight gradients, accumulated into .grad."""
+    start = now()
+    root, grad = step.pending_w.pop((s, i))
+    step.saved.pop((s, i))
+    params = list(step.stages[s].parameters())
+    for prm, g in zip(params, torch.autograd.grad(root, params, grad)):
+        prm.grad = g if prm.grad is None else prm.grad + g
+    return start, now()
+
+
+def _backward(step: _Step, s: int, i: int) -> tuple[float, float]:
+    """B(s, i): backward through the stage (weight gradients accumulate) and the input gradient
+    sent back. Our own path receives first, so the interval is compute only; a plugged-in
+    ``backward_fn`` (a learner's stage_backward) receives itself, inside its interval."""
+    x, out, loss = step.saved.pop((s, i))
+    links, first, last = step.links, s == 0, s == step.num_stages - 1
+    if step.backward_fn is not None:
+        start = now()
+        work = step.backward_fn(x, out, loss, None if last else links.peer(s + 1), None if first else links.peer(s - 1),
+                                links.grad_tag(s, i), links.grad_tag(s - 1, i))
+        if work is not None:
+            links.sends.append(work)
+        return start, now()
+    grad = None
+    if not last:
+        grad = torch.empty_like(out)
+        links.recv_gradient(grad, s, i)
+    start = now()
+    if grad is None:
+        loss.backward()
+    else:
+        out.backward(grad)
+    if not first:
+        links.send_gradient(x.grad.contiguous(), s, i)
+    return start, now()
+
+
+_RUN = {"F": _forward, "I": _input_grad, "W": _weight_grad, "B": _backward}
 
 
 # --------------------------------------------------------------------------- launching

@@ -21,7 +21,7 @@ import torch
 
 from labkit.table import Table
 from labkit.pipeline.schedules import ScheduleError, check_schedule, normalized, schedule
-from labkit.pipeline.simulate import SimResult, simulate
+from labkit.pipeline.simulate import SimResult, time_schedule
 
 WIDTH = 100
 
@@ -47,7 +47,7 @@ def zero_bubble_makespan(p: int, m: int, v: int, TF, TI, TW) -> Fraction:
 def simulate_zero_bubble(p: int, m: int, v: int, TF, TI, TW) -> SimResult:
     """Simulate `interleaved_zb` with per-rank-share times TF, TI, TW (each virtual stage: 1/v of them)."""
     TF, TI, TW = Fraction(TF), Fraction(TI), Fraction(TW)
-    return simulate(schedule("interleaved_zb", p, m, v), TF / v, (TI + TW) / v, weight_time=TW / v)
+    return time_schedule(schedule("interleaved_zb", p, m, v), TF / v, (TI + TW) / v, weight_time=TW / v)
 
 
 def zero_bubble_table(cases) -> Table:
@@ -71,10 +71,11 @@ def peak_table(p: int = 4, m: int = 8, v: int = 2) -> Table:
     peak in units of a rank's share of the model (a set is 1/v of a share), for 1F1B, interleaved
     1F1B with v = 1 and with v, and interleaved zero bubble with v. Forward 1/v, backward 2/v
     (zero bubble: I 1/v + W 1/v)."""
-    runs = [("1f1b", 1, simulate(schedule("1f1b", p, m), 1, 2)),
-            ("interleaved_1f1b", 1, simulate(schedule("interleaved_1f1b", p, m, 1), 1, 2)),
-            ("interleaved_1f1b", v, simulate(schedule("interleaved_1f1b", p, m, v), Fraction(1, v), Fraction(2, v))),
-            ("interleaved_zb", v, simulate(schedule("interleaved_zb", p, m, v), Fraction(1, v), Fraction(2, v),
+    runs = [("1f1b", 1, time_schedule(schedule("1f1b", p, m), 1, 2)),
+            ("interleaved_1f1b", 1, time_schedule(schedule("interleaved_1f1b", p, m, 1), 1, 2)),
+            ("interleaved_1f1b", v, time_schedule(schedule("interleaved_1f1b", p, m, v), Fraction(1, v),
+                                                  Fraction(2, v))),
+            ("interleaved_zb", v, time_schedule(schedule("interleaved_zb", p, m, v), Fraction(1, v), Fraction(2, v),
                                            weight_time=Fraction(1, v)))]
     rows = []
     for kind, vv, r in runs:
@@ -219,7 +220,7 @@ def measure(kind: str, cfg, repeats: int = 3) -> Measured:
                                   if a.stage == st and a.kind == k])
 
     tf, tb = [median(st, "F") for st in range(p)], [median(st, "B") for st in range(p)]
-    return Measured(kind, tf, tb, run, simulate(schedule(kind, p, m), tf, tb))
+    return Measured(kind, tf, tb, run, time_schedule(schedule(kind, p, m), tf, tb))
 
 
 # --------------------------------------------------------------------------- your functions, through the lab's pictures
@@ -244,7 +245,7 @@ def schedule_picture(fn, p: int = 4, m: int = 8):
     except ScheduleError as e:
         print(wrap(f"your schedule_1f1b({p}, {m}) cannot run: {e}"))
         return None
-    res = simulate(sched, 1, 2)
+    res = time_schedule(sched, 1, 2)
     _display_figure(V.gantt(res, f"your schedule_1f1b, p={p} m={m} (forward 1, backward 2)"))
     want = schedule("1f1b", p, m)
     print(f"same order as 1F1B on every rank: {sched == want} | makespan {res.makespan} "
@@ -263,7 +264,7 @@ def bubble_picture(fn, cases=BUBBLE_CASES) -> Table:
     rows = []
     for p, m, v in cases:
         kind = "gpipe" if v == 1 else "interleaved_1f1b"
-        sim = simulate(schedule(kind, p, m, v), Fraction(1, v), Fraction(2, v)).bubble_fraction
+        sim = time_schedule(schedule(kind, p, m, v), Fraction(1, v), Fraction(2, v)).bubble_fraction
         yours = fn(p, m, v)
         rows.append((p, m, v, str(yours), str(sim), yours == sim))
     table = Table(["p", "m", "v", "your bubble_fraction", "simulated", "equal"], rows)

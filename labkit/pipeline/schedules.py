@@ -260,12 +260,33 @@ def check_schedule(sched: dict[int, list[Action]], num_stages: int | None = None
     the lowest blocked rank, its next action and the dependency it waits for.
     """
     sched = normalized(sched)
-    R = len(sched)
+    S, M = _sizes(sched, num_stages, num_microbatches)
+    seen = _placed_events(sched, S, M)
+    for s in range(S):
+        for i in range(M):
+            for ev in ("F", "G", "W"):
+                if (s, ev, i) not in seen:
+                    raise ScheduleError(f"stage {s} microbatch {i}: its {_EVENT_NAME[ev]} never runs")
+    done, pos = _run_in_order(sched, S)
+    blocked = [r for r in range(len(sched)) if pos[r] < len(sched[r])]
+    if blocked:
+        raise _deadlock(sched, S, seen, done, pos, blocked[0])
+
+
+def _sizes(sched: dict[int, list[Action]], num_stages, num_microbatches) -> tuple[int, int]:
+    """(stages, microbatches): the given ones (each an int >= 1), else the schedule's."""
     for name, value in (("num_stages", num_stages), ("num_microbatches", num_microbatches)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < 1):
             raise ScheduleError(f"{name} must be an int >= 1 (or None to infer it), got {value!r}")
     S = int(num_stages) if num_stages is not None else num_stages_of(sched)
     M = int(num_microbatches) if num_microbatches is not None else num_microbatches_of(sched)
+    return S, M
+
+
+def _placed_events(sched: dict[int, list[Action]], S: int, M: int) -> dict[tuple[int, str, int], int]:
+    """{(stage, event, microbatch): rank that runs it}, after checking each action is within the
+    stages and microbatches, on the rank that owns its stage, and repeats no event."""
+    R = len(sched)
     seen: dict[tuple[int, str, int], int] = {}
     for r in range(R):
         for pos, a in enumerate(sched[r]):
@@ -280,12 +301,13 @@ def check_schedule(sched: dict[int, list[Action]], num_stages: int | None = None
                     raise ScheduleError(f"rank {r} position {pos}: {a!r} repeats the {_EVENT_NAME[ev]} of "
                                         f"stage {a.stage} microbatch {a.microbatch}")
                 seen[key] = r
-    for s in range(S):
-        for i in range(M):
-            for ev in ("F", "G", "W"):
-                if (s, ev, i) not in seen:
-                    raise ScheduleError(f"stage {s} microbatch {i}: its {_EVENT_NAME[ev]} never runs")
-    # Run the lists: advance any rank whose next action has its dependencies done.
+    return seen
+
+
+def _run_in_order(sched: dict[int, list[Action]], S: int) -> tuple[set[tuple[int, str, int]], list[int]]:
+    """Run the lists: advance any rank whose next action has its dependencies done, until none can.
+    Returns (the events done, each rank's position: its first action not run)."""
+    R = len(sched)
     done: set[tuple[int, str, int]] = set()
     pos = [0] * R
     progress = True
@@ -300,17 +322,19 @@ def check_schedule(sched: dict[int, list[Action]], num_stages: int | None = None
                 done.update((a.stage, ev, a.microbatch) for ev in _events(a))
                 pos[r] += 1
                 progress = True
-    blocked = [r for r in range(R) if pos[r] < len(sched[r])]
-    if not blocked:
-        return
-    # Follow who-waits-for-whom from the lowest blocked rank to the root cause: an action waiting
-    # for something later on its own rank, or a cycle of ranks waiting for each other.
+    return done, pos
+
+
+def _deadlock(sched, S: int, seen: dict, done: set, pos: list[int], first_blocked: int) -> ScheduleError:
+    """The error for a schedule whose ranks stop: follow who-waits-for-whom from the lowest blocked
+    rank to the root cause, an action waiting for something later on its own rank, or a cycle of
+    ranks waiting for each other (reported at its lowest rank)."""
 
     def missing_of(r):
         a = Action(*sched[r][pos[r]])
         return a, next(d for d in dependencies(a, S) if d not in done)
 
-    chain, r = [], blocked[0]
+    chain, r = [], first_blocked
     while r not in chain:
         chain.append(r)
         a, missing = missing_of(r)
@@ -327,8 +351,8 @@ def check_schedule(sched: dict[int, list[Action]], num_stages: int | None = None
             "backward of stage s after its own forward" if ev == "F" else
             "backward of stage s after backward of s+1" if ev == "G" and ds == a.stage + 1 else
             "W after its own input gradient")
-    raise ScheduleError(f"rank {r} position {pos[r]}: {a!r} needs the {_EVENT_NAME[ev]} of stage {ds} "
-                        f"microbatch {di} first, but that runs{same} (dependency violated: {rule})")
+    return ScheduleError(f"rank {r} position {pos[r]}: {a!r} needs the {_EVENT_NAME[ev]} of stage {ds} "
+                         f"microbatch {di} first, but that runs{same} (dependency violated: {rule})")
 
 
 def is_valid(sched: dict[int, list[Action]]) -> bool:

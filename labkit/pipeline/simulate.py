@@ -1,6 +1,6 @@
 """Event-driven timing of a pipeline schedule (pure Python; no torch).
 
-``simulate(sched, forward_time, backward_time, p2p_latency=0.0)`` runs each
+``time_schedule(sched, forward_time, backward_time, p2p_latency=0.0)`` runs each
 rank's list in order; an action starts when its rank is free and every
 dependency has finished (plus ``p2p_latency`` seconds when the dependency ran
 on another rank). Times are seconds (any unit works if used consistently),
@@ -23,7 +23,7 @@ from typing import Sequence, Union
 from labkit.checks import check_int
 from labkit.pipeline.schedules import Action, check_schedule, dependencies, normalized, num_stages_of
 
-__all__ = ["Interval", "SimResult", "simulate", "stage_times", "check_seconds"]
+__all__ = ["Interval", "SimResult", "time_schedule", "run_events", "sim_result", "stage_times", "check_seconds"]
 
 Times = Union[float, int, Sequence[float]]
 
@@ -40,7 +40,7 @@ class Interval:
 
 @dataclass
 class SimResult:
-    """What `simulate` found. All times in seconds.
+    """What `time_schedule` found. All times in seconds.
 
     timeline[r]      intervals rank r computed, in its order
     makespan         end of the last action (the step starts at 0)
@@ -70,7 +70,7 @@ class SimResult:
         busy = sum(self.busy.values())
         if busy == 0:
             raise ValueError("bubble_vs_ideal: total busy time is 0 (every forward/backward time was 0), "
-                             "so idle / busy is undefined; simulate with positive times")
+                             "so idle / busy is undefined; time the schedule with positive times")
         return _ratio(self.num_ranks * self.makespan - busy, busy)
 
 
@@ -119,7 +119,7 @@ def check_seconds(value, name: str):
     return value
 
 
-def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time: Times,
+def time_schedule(sched: dict[int, list[Action]], forward_time: Times, backward_time: Times,
              p2p_latency: float = 0, weight_time: Times | None = None) -> SimResult:
     """Time one step of ``sched`` (a valid schedule; checked first).
 
@@ -133,7 +133,6 @@ def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time:
     sched = normalized(sched)          # plain (stage, kind, microbatch) tuples -> Action
     check_seconds(p2p_latency, "p2p_latency")
     S = num_stages_of(sched)
-    R = len(sched)
     tf = stage_times(forward_time, S, "forward_time")
     tb = stage_times(backward_time, S, "backward_time")
     if weight_time is None:
@@ -143,31 +142,70 @@ def simulate(sched: dict[int, list[Action]], forward_time: Times, backward_time:
         if any(w > b for w, b in zip(tw, tb)):
             raise ValueError(f"weight_time {tw} must not exceed backward_time {tb} (I takes the difference)")
     duration = {"F": tf, "B": tb, "W": tw, "I": [b - w for b, w in zip(tb, tw)]}
+    timeline = run_events(sched, duration, lambda a: dependencies(a, S), p2p_latency)
+    return sim_result(timeline)
+
+
+_EVENTS = {"F": ("F",), "B": ("G", "W"), "I": ("G",), "W": ("W",)}   # what an action completes
+
+
+def run_events(sched: dict[int, list[Action]], duration: dict, dependencies_of, p2p_latency: float = 0,
+               pairs: dict[int, set] | None = None, pair_time=None) -> dict[int, list[Interval]]:
+    """The event loop of `time_schedule` and `chimera.simulate_placed`: each rank runs its list in
+    order; an action starts when its rank is free and every event it depends on
+    (``dependencies_of(action)``) has finished, plus ``p2p_latency`` for one finished on another
+    rank; it takes ``duration[kind][stage]``. ``pairs`` ({rank: positions i}): actions i and i+1 of
+    that rank run as one overlapped block that starts when both may and takes ``pair_time``
+    (default: the sum of the two); the block is cut in two in proportion to the two actions' own
+    times, and both results are available when it ends. Returns {rank: [Interval]}."""
+    R = len(sched)
     finish: dict[tuple[int, str, int], tuple[float, int]] = {}  # event -> (end time, rank)
-    free = [0] * R
-    pos = [0] * R
+    free, pos = [0] * R, [0] * R
     timeline: dict[int, list[Interval]] = {r: [] for r in range(R)}
     progress = True
     while progress:
         progress = False
         for r in range(R):
             while pos[r] < len(sched[r]):
-                a = Action(*sched[r][pos[r]])
-                deps = dependencies(a, S)
+                n = 2 if pairs is not None and pos[r] in pairs[r] else 1
+                block = [Action(*a) for a in sched[r][pos[r]:pos[r] + n]]
+                own = {(b.stage, ev, b.microbatch) for b in block for ev in _EVENTS[b.kind]}
+                deps = [d for a in block for d in dependencies_of(a) if d not in own]
                 if not all(d in finish for d in deps):
                     break
                 start = free[r]
                 for d in deps:
                     end, where = finish[d]
                     start = max(start, end + (p2p_latency if where != r else 0))
-                dur = duration[a.kind][a.stage]
-                end = start + dur
-                timeline[r].append(Interval(r, a, start, end))
+                end = _place_block(timeline[r], r, block, start, duration, pair_time)
+                for a in block:
+                    for ev in _EVENTS[a.kind]:
+                        finish[(a.stage, ev, a.microbatch)] = (end, r)
                 free[r] = end
-                for ev in {"F": ("F",), "B": ("G", "W"), "I": ("G",), "W": ("W",)}[a.kind]:
-                    finish[(a.stage, ev, a.microbatch)] = (end, r)
-                pos[r] += 1
+                pos[r] += len(block)
                 progress = True
+    return timeline
+
+
+def _place_block(intervals: list, r: int, block: list[Action], start, duration: dict, pair_time):
+    """Append the block's intervals from ``start``; return when it ends."""
+    own_times = [duration[a.kind][a.stage] for a in block]
+    if len(block) == 1:
+        intervals.append(Interval(r, block[0], start, start + own_times[0]))
+        return start + own_times[0]
+    total = sum(own_times)
+    span = pair_time if pair_time is not None else total
+    t = start
+    for a, d in zip(block, own_times):
+        piece = _ratio(span * d, total) if total else 0
+        intervals.append(Interval(r, a, t, t + piece))
+        t += piece
+    return start + span
+
+
+def sim_result(timeline: dict[int, list[Interval]]) -> SimResult:
+    """Makespan, busy time, bubble fraction and activations in flight of a timed ``timeline``."""
+    R = len(timeline)
     makespan = max((iv.end for ivs in timeline.values() for iv in ivs), default=0)
     busy = {r: sum(iv.end - iv.start for iv in timeline[r]) for r in range(R)}
     idle = R * makespan - sum(busy.values())

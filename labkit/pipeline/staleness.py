@@ -8,7 +8,7 @@ between the micro-batch's forward on s and its backward on s) from timed runs, f
 machines:
 
 * ``"1f1b"``: one processor per stage alternating forward and backward (PipeDream's order,
-  the lab's ``schedule("1f1b", ...)`` run for many micro-batches and timed by `simulate`):
+  the lab's ``schedule("1f1b", ...)`` run for many micro-batches and timed by `time_schedule`):
   staleness p-1-s on stage s (0-indexed), whatever the forward/backward times — the order on a
   stage alone decides it (`async_sim.weight_versions` counts the same p-s versions).
 * ``"fully_pipelined"``: every stage runs a forward and a backward at the same time (separate
@@ -35,7 +35,7 @@ import numpy as np
 
 from labkit.checks import check_int, check_real, check_sequence
 from labkit.pipeline.schedules import schedule
-from labkit.pipeline.simulate import check_seconds, simulate
+from labkit.pipeline.simulate import check_seconds, time_schedule
 from labkit.table import Table
 
 __all__ = ["MACHINES", "stage_events", "staleness_from_events", "staleness", "closed_form",
@@ -58,7 +58,7 @@ def stage_events(machine: str, num_stages: int, num_microbatches: int, forward_t
         raise ValueError(f"{fn}: the fully pipelined machine runs a forward and a backward per tick: "
                          f"forward_time must equal backward_time, got {F} and {B}")
     if machine == "1f1b":
-        res = simulate(schedule("1f1b", p, m), F, B)   # stage s on rank s
+        res = time_schedule(schedule("1f1b", p, m), F, B)   # stage s on rank s
         return {s: [(iv.action.kind, iv.action.microbatch, iv.start, iv.end) for iv in res.timeline[s]]
                 for s in range(p)}
     fe, be = {}, {}

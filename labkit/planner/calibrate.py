@@ -192,9 +192,9 @@ def gloo_ring(world: int = 4, sizes=(4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 <
     """Labkit's ring all-reduce on ``world`` real gloo ranks (Lab 05's timer: the slowest rank, the
     best of ``repeat`` calls), and the planner's ring model fitted through the two largest buffers
     (`fit_ring`): returns ({bytes: measured s}, the fitted one-node `Network`)."""
-    from labkit.collectives import lab as L
+    from labkit.collectives.timing import time_all_reduces
 
-    measured = L.time_all_reduces(world, sizes=tuple(sizes), algorithms=("ring_all_reduce",), repeat=repeat)
+    measured = time_all_reduces(world, sizes=tuple(sizes), algorithms=("ring_all_reduce",), repeat=repeat)
     times = {n: t for (_, n), t in measured.items()}
     return times, fit_ring(world, times)
 

@@ -1,28 +1,18 @@
-"""A 3D-parallel plan and where its ranks sit: the (pp, dp, tp) grid of Lab 11.
+"""A 3D-parallel plan, and the rules a plan must obey on a cluster (Lab 11's planner).
 
-Rank order (shared by the whole of Lab 11; the same as
-``init_device_mesh(device, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))``, row-major):
-
-    rank = pp_index·(dp·tp) + dp_index·tp + tp_index
-
-tp is innermost, so a tensor-parallel group is ``tp`` consecutive ranks — on one node whenever tp
-divides the GPUs per node (ranks fill nodes in order: node = rank // gpus_per_node). Data-parallel
-peers are ``tp`` ranks apart, pipeline neighbours ``dp·tp`` ranks apart.
-
-    coords(rank, dp, tp, pp)       -> (dp_index, tp_index, pp_index)
-    rank_of((dp_i, tp_i, pp_i), dp, tp, pp) -> rank
-    groups(dp, tp, pp)             -> {"dp": [[ranks], ...], "tp": [...], "pp": [...]}
-    nodes_spanned(group, gpus_per_node) -> how many nodes a group's ranks live on
+Where ranks sit on the (pp, dp, tp) grid (rank order, `coords`, `groups`, `nodes_spanned`) is
+`labkit.parallel3d.grid`'s; this module places a `Plan`'s groups on nodes (`worst_span`) and lists
+what is wrong with a plan (`problems`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
 
-from labkit.checks import check_count, check_int
+from labkit.checks import check_int
+from labkit.parallel3d.grid import KINDS
 from labkit.planner.model import RECOMPUTE
 
-KINDS = ("dp", "tp", "pp")
 
 
 @dataclass(frozen=True)
@@ -90,61 +80,6 @@ def _check_sizes(fn: str, dp, tp, pp) -> tuple[int, int, int]:
     return (check_int(fn, "dp", dp, minimum=1), check_int(fn, "tp", tp, minimum=1),
             check_int(fn, "pp", pp, minimum=1))
 
-
-def rank_of(coord, dp: int, tp: int, pp: int) -> int:
-    """The rank at grid position ``coord`` = (dp_index, tp_index, pp_index), the inverse of `coords`:
-    pp_index·(dp·tp) + dp_index·tp + tp_index."""
-    dp, tp, pp = _check_sizes("rank_of", dp, tp, pp)
-    if isinstance(coord, (str, bytes)) or not hasattr(coord, "__len__") or len(coord) != 3:
-        raise TypeError(f"rank_of: coord must be (dp_index, tp_index, pp_index), got {coord!r}")
-    d = check_int("rank_of", "dp_index", coord[0], minimum=0, maximum=dp - 1)
-    t = check_int("rank_of", "tp_index", coord[1], minimum=0, maximum=tp - 1)
-    p = check_int("rank_of", "pp_index", coord[2], minimum=0, maximum=pp - 1)
-    return p * (dp * tp) + d * tp + t
-
-
-def coords(rank: int, dp: int, tp: int, pp: int) -> tuple[int, int, int]:
-    """(dp_index, tp_index, pp_index) of ``rank`` on a dp × tp × pp grid (inverse of `rank_of`)."""
-    dp, tp, pp = _check_sizes("coords", dp, tp, pp)
-    rank = check_int("coords", "rank", rank, minimum=0, maximum=dp * tp * pp - 1)
-    pp_index, rest = divmod(rank, dp * tp)
-    dp_index, tp_index = divmod(rest, tp)
-    return dp_index, tp_index, pp_index
-
-
-def groups(dp: int, tp: int, pp: int) -> dict[str, list[list[int]]]:
-    """The communication groups of each kind, every rank in exactly one group of each kind:
-
-    "tp": for each (pp_index, dp_index), in that order, the ranks tp_index = 0..tp-1 (consecutive);
-    "dp": for each (pp_index, tp_index), the ranks dp_index = 0..dp-1 (stride tp);
-    "pp": for each (dp_index, tp_index), the ranks pp_index = 0..pp-1 (stride dp·tp) — stage order.
-
-    Within each kind the groups come in order of their smallest rank. These are the groups
-    ``init_device_mesh(..., (pp, dp, tp))`` builds for its "tp", "dp" and "pp" dimensions."""
-    dp, tp, pp = _check_sizes("groups", dp, tp, pp)
-    check_count("groups", "dp·tp·pp", dp * tp * pp)
-    r = lambda d, t, p: p * (dp * tp) + d * tp + t  # noqa: E731
-    return {
-        "dp": [[r(d, t, p) for d in range(dp)] for p in range(pp) for t in range(tp)],
-        "tp": [[r(d, t, p) for t in range(tp)] for p in range(pp) for d in range(dp)],
-        "pp": [[r(d, t, p) for p in range(pp)] for d in range(dp) for t in range(tp)],
-    }
-
-
-def nodes_spanned(group, gpus_per_node: int) -> int:
-    """Number of distinct nodes the ranks of ``group`` live on (rank r is on node r // gpus_per_node)."""
-    g = check_int("nodes_spanned", "gpus_per_node", gpus_per_node, minimum=1)
-    if isinstance(group, (str, bytes)) or not hasattr(group, "__iter__"):
-        raise TypeError(f"nodes_spanned: group must be a sequence of ranks, got {type(group).__name__}")
-    ranks = list(group)
-    if not ranks:
-        raise ValueError("nodes_spanned: group must hold at least one rank, got none")
-    for k in ranks:
-        check_int("nodes_spanned", "rank", k, minimum=0)
-    return len({k // g for k in ranks})
-
-
-# -- the same facts without listing every rank (the planner asks them for 4096-GPU grids) ---------
 
 def _layout(kind: str, dp: int, tp: int, pp: int) -> tuple[int, int]:
     """(size, stride) of the groups of ``kind``: a group is start + stride·i for i < size."""

@@ -1,11 +1,7 @@
-"""The Lab 11 notebook's one-liners for 3D parallelism and the planner, and its "check your work"
-pictures. (The placement, topology and balance sections use `labkit.cluster.lab`.)
+"""The Lab 11 notebook's one-liners for the planner, and its "check your work" pictures. (The real
+3D-parallel runs are `labkit.parallel3d.lab`'s; placement, topology and balance `labkit.cluster.lab`'s.)
 
     bytes_by_dimension_table(...)   closed-form bytes per GPU per step along dp, tp, pp for a big model
-    run_grids(grids)                the real dp × tp × pp runs on 8 gloo ranks (one launch)
-    equivalence_table(runs)         each grid vs one process; replicas and tied copies identical
-    counted_bytes_table(run)        bytes counted per dimension on every rank vs the closed forms
-    timeline_of(run)                a run's last step, for `labkit.viz.parallel3d.timeline_figure`
     flops_table(cfg)                FLOPs counted by FlopCounterMode vs flops_per_iteration
     activations_table(...)          activations in flight on the first stage as pp grows
     memory_mistake_table(...)       memory per GPU vs "M_model/tp + M_act/pp"
@@ -19,6 +15,8 @@ pictures. (The placement, topology and balance sections use `labkit.cluster.lab`
                                     the model was not fitted to
     tp_sweep_table(), batch_table() the paper's findings: TP across nodes, the bubble, interleaving
     search_table(model, cluster, B) the planner's best plans and why others were rejected
+    guide_search(), guide_table()   the decision guide (§10): each `labkit.planner.guide.Case`'s
+                                    search, and its best plan named in words
     picture(exercise)               a learner's function next to the lab's answer
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
@@ -33,14 +31,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from labkit.cluster.autoparallel import partition_stages
 from labkit.memory.estimate import activation_bytes_per_layer
-from labkit.model import GPT, GPTConfig, batch, parameter_count
-from labkit.parallel3d.comm_bytes import DIMENSIONS, bytes_per_step, rank_bytes_per_step
-from labkit.parallel3d.train import Timeline3D, TrainSetup, max_abs_diff, reference_training, train_3d_many
+from labkit.model import GPT, GPTConfig, batch
+from labkit.parallel3d.comm_bytes import DIMENSIONS, rank_bytes_per_step
 from labkit.planner import calibrate as C
 from labkit.planner.cost import (A100_80GB_SELENE, MEGATRON_2021_TORCH_DDP, MEGATRON_2022, Cluster, piece_times,
                                  predict, selene)
 from labkit.planner.device import A100_80GB, GiB, gemm_time, waves
-from labkit.planner.grid import Plan, coords, groups, nodes_spanned
+from labkit.planner.grid import Plan
 from labkit.planner.layer import layer_gemms
 from labkit.planner.memory import first_stage_bytes, layers_in_flight, memory_per_gpu, stage_params
 from labkit.planner.model import Model, flops_per_iteration, layer_forward_flops, logit_forward_flops
@@ -51,9 +48,6 @@ from labkit.planner.published import (BLOOM_176B, GPT_22B, HELD_OUT, MEGATRON_20
 from labkit.planner.search import search
 from labkit.table import Table
 
-SMALL = GPTConfig(layers=4, hidden=32, heads=4, seq_len=8, vocab=64)
-GRIDS = ((2, 2, 2, 4, "1f1b", "sgd"), (1, 2, 4, 4, "gpipe", "adamw"), (4, 1, 2, 2, "1f1b", "adamw"),
-         (2, 1, 4, 4, "1f1b", "sgd"), (1, 4, 2, 2, "gpipe", "sgd"))   # dp, tp, pp, micro-batches, schedule, optimizer
 GB = 1e9
 
 
@@ -81,49 +75,6 @@ def bytes_by_dimension_table(params_billion: str = "39.1", micro_batches: int = 
                        f"{micro_batches} micro-batches, bf16: rank 0")
 
 
-def run_grids(grids=GRIDS, cfg: GPTConfig = SMALL, global_batch: int = 16, steps: int = 3, world: int = 8):
-    """Train ``cfg`` on every grid (dp, tp, pp, micro-batches, schedule, optimizer) of ``world`` gloo
-    ranks, all in one launch, float64; returns the `Run3D`s (labkit.parallel3d.train)."""
-    setups = [TrainSetup(dp, tp, pp, global_batch, m, steps=steps, schedule=s, optimizer=o)
-              for dp, tp, pp, m, s, o in grids]
-    return train_3d_many(cfg, setups, world)
-
-
-def equivalence_table(runs, cfg: GPTConfig = SMALL) -> Table:
-    """Each run's parameters vs one process on the whole batch (the same steps), the spread between
-    copies that must be identical (dp replicas, the two copies of the tied weight), and whether the
-    bytes counted on every rank equal the closed forms."""
-    rows = []
-    for run in runs:
-        s = run.setup
-        want, _ = reference_training(cfg, s)
-        formula = bytes_per_step(cfg, s.dp, s.tp, s.pp, s.global_batch, s.micro_batches, 8)
-        exact = all(run.total_bytes[d] == formula[d] for d in DIMENSIONS)
-        rows.append((f"{s.dp}×{s.tp}×{s.pp}", s.micro_batches, s.schedule, s.optimizer,
-                     max_abs_diff(run.params, want), run.replica_spread, "yes" if exact else "NO"))
-    return Table(["dp×tp×pp", "m", "schedule", "optimizer", "max |Δ| vs 1 process",
-                  "copies differ by", "bytes = formula"], rows,
-                 formats={"max |Δ| vs 1 process": ".0e", "copies differ by": ".0e"},
-                 title=f"{runs[0].setup.steps} steps, float64, global batch {runs[0].setup.global_batch}; "
-                       f"GPT with {parameter_count(cfg):,} parameters on 8 gloo ranks")
-
-
-def counted_bytes_table(run, cfg: GPTConfig = SMALL) -> Table:
-    """Bytes the run's ranks sent in its last step, per dimension: counted vs the closed forms (float64)."""
-    s = run.setup
-    formula = bytes_per_step(cfg, s.dp, s.tp, s.pp, s.global_batch, s.micro_batches, 8)
-    per0 = rank_bytes_per_step(cfg, s.dp, s.tp, s.pp, s.global_batch, s.micro_batches, 8, rank=0)
-    rows = [(d, int(run.rank_bytes[0][d]), int(per0[d]), int(run.total_bytes[d]), int(formula[d]))
-            for d in DIMENSIONS]
-    return Table(["dimension", "rank 0 counted", "rank 0 formula", "all ranks counted", "all ranks formula"],
-                 rows, title=f"bytes sent in one step, {s.dp}×{s.tp}×{s.pp}, {s.micro_batches} micro-batches")
-
-
-def timeline_of(run) -> Timeline3D:
-    """The run's last step as a `Timeline3D` (draw it with labkit.viz.parallel3d.timeline_figure)."""
-    return Timeline3D(run.timeline, run.step_times[-1], run.coords, run.setup)
-
-
 def counted_flops(cfg: GPTConfig, batch_size: int, recompute: bool) -> int:
     """FLOPs FlopCounterMode counts for one forward + backward of GPT(cfg) on ``batch_size`` sequences
     of seq_len tokens (matmuls only), plus one more forward of the blocks with ``recompute``."""
@@ -143,11 +94,10 @@ def counted_flops(cfg: GPTConfig, batch_size: int, recompute: bool) -> int:
 def flops_table(cfg: GPTConfig = GPTConfig(layers=3, hidden=48, heads=4, seq_len=32, vocab=96),
                 batch_size: int = 4) -> Table:
     """`flops_per_iteration` vs FlopCounterMode on our GPT, with and without recomputation."""
-    model = Model.from_config(cfg)
     rows = []
     for recompute in (False, True):
         counted = counted_flops(cfg, batch_size, recompute)
-        formula = flops_per_iteration(model, batch_size, recompute)
+        formula = flops_per_iteration(cfg, batch_size, recompute)
         rows.append(("full" if recompute else "none", counted, formula, "yes" if counted == formula else "NO"))
     return Table(["recompute", "counted (FlopCounterMode)", "closed form", "equal"], rows,
                  title=f"one iteration, GPT l={cfg.layers} h={cfg.hidden} s={cfg.seq_len} V={cfg.vocab}, "
@@ -303,7 +253,7 @@ def pipeline_check(micro_batches=(12, 48, 128)) -> tuple[Table, float]:
     """BLOOM-176B's published stages (70 layers on 12: 5, 10 × 6, 5, the embedding and the head on
     the ends): the pipeline formula next to `labkit.pipeline.simulate` with each stage's forward
     and backward times; returns (table, worst |formula / simulator − 1|)."""
-    from labkit.pipeline import schedule, simulate
+    from labkit.pipeline import schedule, time_schedule
     from labkit.planner.cost import MEGATRON_DEEPSPEED_BF16
     from labkit.planner.network import JEAN_ZAY_A100
     from labkit.planner.pipeline import pipeline_time
@@ -321,7 +271,7 @@ def pipeline_check(micro_batches=(12, 48, 128)) -> tuple[Table, float]:
     bwd[-1] += pieces.head.backward.total
     rows, worst = [], 0.0
     for m in micro_batches:
-        sim = simulate(schedule("1f1b", 12, m), fwd, bwd).makespan
+        sim = time_schedule(schedule("1f1b", 12, m), fwd, bwd).makespan
         formula = pipeline_time([f + b for f, b in zip(fwd, bwd)], m)
         worst = max(worst, abs(formula / sim - 1))
         rows.append((m, sim, formula, formula / sim - 1))
@@ -416,6 +366,35 @@ def search_table(model: Model, cluster: Cluster, global_batch: int, top: int = 5
     return table, result
 
 
+def guide_search(cases=None) -> dict:
+    """{case name: `SearchResult`} for each `labkit.planner.guide.Case` (default: `CASES`)."""
+    from labkit.planner.guide import CASES, Case
+
+    out = {}
+    for c in CASES if cases is None else cases:
+        if not isinstance(c, Case):
+            raise TypeError(f"guide_search: cases must hold labkit.planner.guide.Case, got {type(c).__name__}")
+        out[c.name] = search(c.model, c.cluster, c.global_batch, zero_stages=c.zero_stages)
+    return out
+
+
+def guide_table(results: dict, cases=None) -> Table:
+    """Each case's best plan in words (`labkit.planner.guide.describe`), its time, MFU and memory per
+    GPU, from ``results`` = `guide_search`'s; "no plan fits" where none does."""
+    from labkit.planner.guide import CASES, describe
+
+    rows = []
+    for c in CASES if cases is None else cases:
+        r = results[c.name]
+        if r.plans:
+            b = r.best
+            rows.append((c.name, describe(b.plan, c.cluster.gpus_per_node), f"{b.step_time:.3g}", f"{b.mfu:.0%}",
+                         f"{b.memory.total / GiB:.0f}"))
+        else:
+            rows.append((c.name, f"no plan fits ({r.considered} tried)", "-", "-", "-"))
+    return Table(["case", "the planner's best plan", "s/it", "MFU", "GiB"], rows)
+
+
 def rejection_counts(result) -> Table:
     """How many candidate plans were rejected, by kind of reason (numbers replaced by n)."""
     counts: dict[str, int] = {}
@@ -433,30 +412,6 @@ def search_seconds(model: Model, cluster: Cluster, global_batch: int) -> float:
 
 
 # ------------------------------------------------------------------------------------ pictures
-
-def coords_picture(fn, dp: int = 2, tp: int = 2, pp: int = 2, gpus_per_node: int = 4) -> Table:
-    """The learner's rank_coords on a 2×2×2 grid, next to ours, and how many nodes their tp groups span."""
-    rows, tp_groups = [], {}
-    for rank in range(dp * tp * pp):
-        got = tuple(fn(rank, dp, tp, pp))
-        want = coords(rank, dp, tp, pp)
-        tp_groups.setdefault((got[0], got[2]), []).append(rank)
-        rows.append((rank, rank // gpus_per_node, str(got), str(want), "yes" if got == want else "NO"))
-    spans = max(nodes_spanned(g, gpus_per_node) for g in tp_groups.values())
-    return Table(["rank", "node", "yours (dp, tp, pp)", "ours", "same"], rows,
-                 title=f"dp={dp} tp={tp} pp={pp}, {gpus_per_node} GPUs per node: your tp groups span up to "
-                       f"{spans} node{'s' if spans > 1 else ''}")
-
-
-def groups_picture(fn, rank: int = 5, dp: int = 2, tp: int = 2, pp: int = 2) -> Table:
-    ours = groups(dp, tp, pp)
-    rows = []
-    for kind in ("dp", "tp", "pp"):
-        want = sorted(next(g for g in ours[kind] if rank in g))
-        got = list(fn(rank, kind, dp, tp, pp))
-        rows.append((kind, str(got), str(want), "yes" if got == want else "NO"))
-    return Table(["kind", "yours", "ours", "same"], rows, title=f"the groups of rank {rank}, dp={dp} tp={tp} pp={pp}")
-
 
 def memory_picture(fn, params_billion: str = "145.6") -> Table:
     """The learner's fits_in_memory on a Table 1 model's grid as pp varies (tp·pp·dp fixed)."""
@@ -481,7 +436,7 @@ def flops_picture(fn, cfg: GPTConfig = GPTConfig(layers=3, hidden=48, heads=4, s
     rows = []
     for recompute in (False, True):
         got = fn(cfg.layers, cfg.hidden, cfg.seq_len, cfg.vocab, 4, recompute)
-        rows.append((f"small GPT, recompute={recompute}", got, flops_per_iteration(Model.from_config(cfg), 4, recompute),
+        rows.append((f"small GPT, recompute={recompute}", got, flops_per_iteration(cfg, 4, recompute),
                      counted_flops(cfg, 4, recompute)))
     big = _run("1008")
     got = fn(big.model.layers, big.model.hidden, big.model.seq_len, big.model.vocab, big.batch, True)
@@ -509,6 +464,8 @@ def partition_picture(fn, costs=(1.3, 2.4, 2.5, 2.4, 2.6, 2.5, 2.4, 1.2), stages
 
 def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab11_parallel3d.py."""
+    from labkit.parallel3d.lab import coords_picture, groups_picture
+
     draw = {"rank_coords": coords_picture, "group_ranks": groups_picture, "fits_in_memory": memory_picture,
             "flops_per_iteration": flops_picture, "partition_stages": partition_picture}[exercise]
     return lambda fn: print(draw(fn))
@@ -545,8 +502,7 @@ def bloom_split() -> tuple:
                        MEGATRON_DEEPSPEED_BF16)
 
 
-__all__ = ["SMALL", "GRIDS", "bytes_by_dimension_table", "run_grids", "equivalence_table", "counted_bytes_table",
-           "timeline_of", "counted_flops", "flops_table", "activations_table", "memory_mistake_table",
+__all__ = ["bytes_by_dimension_table", "counted_flops", "flops_table", "activations_table", "memory_mistake_table",
            "parts_table", "gemm_table", "cpu_gemm_table", "kernel_table", "nccl_table", "gloo_table", "layer_table",
            "pipeline_check", "overlap_check", "megatron_table", "held_out_table", "table1_constant",
            "tp_sweep_table", "batch_table", "search_table", "rejection_counts", "search_seconds",

@@ -2,7 +2,7 @@
 micro-batch: its GEMMs by shape, its memory-bound kernels by bytes, and its tensor-parallel
 collectives — forward, backward and recomputation apart, as Megatron-LM runs them.
 
-Notation: b micro-batch, s sequence, h hidden, a heads, d = h/a, f = ffn_ratio·h, V vocabulary,
+Notation: b micro-batch, s sequence, h hidden, a heads, d = h/a, f = mlp_ratio·h, V vocabulary,
 t tensor-parallel ranks, T = b·s tokens; 16-bit elements (2 bytes), dropout masks 1 byte.
 
 **GEMMs** of one layer, forward, per tensor-parallel rank (m × k times k × n; Megatron splits the

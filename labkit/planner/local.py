@@ -15,7 +15,7 @@ GPT on gloo ranks — for every grid that fits a world size.
   W > C the operating system time-slices, and each rank gets about C/W of one. The planner's
   per-rank peak is therefore ``thread_flops · min(1, C/W)`` (`LocalMachine.peak_flops`).
 - α and β of gloo's own `dist.all_reduce` on all W ranks at once (the run's oversubscription),
-  timed by Lab 05's `labkit.collectives.lab.time_all_reduces` and fitted to the ring model by
+  timed by Lab 05's `labkit.collectives.timing.time_all_reduces` and fitted to the ring model by
   `labkit.collectives.alpha_beta.fit_alpha_beta`. The planner uses the same α, β for its
   point-to-point pipeline messages.
 - The run's element size: `TrainSetup` trains in float64 by default, so activations (tp, pp
@@ -159,7 +159,7 @@ def matmul_shapes(model: Model, tokens: int) -> list[tuple[int, int, int]]:
     """(m, k, n) of the forward matrix multiplications of one block, and of the logit layer, for
     ``tokens`` rows (= micro-batch · seq_len): qkv, attention output projection, MLP up, MLP down,
     logits. The attention scores (batched, s × s per head) are left out: they are small here."""
-    h, f, v = model.hidden, model.ffn_ratio * model.hidden, model.vocab
+    h, f, v = model.hidden, model.ffn, model.vocab
     return [(tokens, h, 3 * h), (tokens, h, h), (tokens, h, f), (tokens, f, h), (tokens, h, v)]
 
 
@@ -192,7 +192,7 @@ def measure_machine(world: int, model: Model | None = None, *, micro_batch: int 
     already measured), and α, β of gloo's all-reduce on ``world`` ranks over buffers of ``sizes``
     bytes (minimum of ``repeat`` calls each, Lab 05's method)."""
     from labkit.collectives import alpha_beta
-    from labkit.collectives import lab as L
+    from labkit.collectives.timing import samples_of, time_all_reduces
 
     fn = "measure_machine"
     world = check_int(fn, "world", world, minimum=2)
@@ -203,9 +203,9 @@ def measure_machine(world: int, model: Model | None = None, *, micro_batch: int 
         rate = thread_flops(model, micro_batch * model.seq_len, dtype, repeat=repeat)
     else:
         rate = check_real(fn, "flops", flops, positive=True)
-    measured = L.time_all_reduces(world, sizes=tuple(sizes), algorithms=("gloo_all_reduce",), repeat=repeat)
+    measured = time_all_reduces(world, sizes=tuple(sizes), algorithms=("gloo_all_reduce",), repeat=repeat)
     # gloo's algorithm is its own; we fit it to the ring model because that is what the planner uses
-    samples = [("ring_all_reduce", p, n, t) for _, p, n, t in L.samples_of(measured, world, ("gloo_all_reduce",))]
+    samples = [("ring_all_reduce", p, n, t) for _, p, n, t in samples_of(measured, world, ("gloo_all_reduce",))]
     alpha, beta = alpha_beta.fit_alpha_beta(samples)
     if alpha <= 0 or beta <= 0:
         raise RuntimeError(f"{fn}: the all-reduce fit gave α = {alpha:.3g} s, β = {beta:.3g} s/B; "
@@ -226,7 +226,6 @@ def feasible_grids(model: Model, world: int, global_batch: int = GLOBAL_BATCH,
     world = check_int("feasible_grids", "world", world, minimum=1)
     B = check_int("feasible_grids", "global_batch", global_batch, minimum=1)
     m = check_int("feasible_grids", "micro_batches", micro_batches, minimum=1)
-    cfg = model.to_config()
     out = []
     for dp in range(world, 0, -1):
         for tp in range(world // dp, 0, -1):
@@ -238,7 +237,7 @@ def feasible_grids(model: Model, world: int, global_batch: int = GLOBAL_BATCH,
             if problems(model, Plan(dp, tp, pp, micro_batch=B // (dp * m), recompute="none"), B, world):
                 continue
             try:
-                check_setup("feasible_grids", cfg, TrainSetup(dp, tp, pp, B, m), world)
+                check_setup("feasible_grids", model, TrainSetup(dp, tp, pp, B, m), world)
             except (ValueError, TypeError):
                 continue
             out.append((dp, tp, pp))
@@ -254,8 +253,7 @@ def measure_grids(world: int, model: Model | None = None, *, global_batch: int =
     if measure is None:
         from labkit.parallel3d.train import time_grid as measure
     model = local_model() if model is None else model
-    cfg = model.to_config()
-    return {g: float(measure(cfg, world, *g, global_batch, micro_batches, steps=steps))
+    return {g: float(measure(model, world, *g, global_batch, micro_batches, steps=steps))
             for g in feasible_grids(model, world, global_batch, micro_batches)}
 
 

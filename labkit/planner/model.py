@@ -2,7 +2,7 @@
 
 Notation (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
 Using Megatron-LM"): l layers, h hidden size, a attention heads, s sequence length, V vocabulary,
-B global batch (sequences per iteration), r the MLP's width ratio (4 in the paper).
+B global batch (sequences per iteration), r the MLP's width ratio ``mlp_ratio`` (4 in the paper).
 
 **Parameters** (elements) of `labkit.model.GPT` — the same architecture as Megatron's GPT, with a
 word-embedding matrix shared by the input and the logit layer:
@@ -34,69 +34,21 @@ matrix multiplications; the paper leaves them out too).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from labkit.checks import check_int
+from labkit.model import GPTConfig
 
 RECOMPUTE = ("none", "selective", "full")
 
 
-@dataclass(frozen=True)
-class Model:
-    """Sizes of a GPT (the same as `labkit.model.GPTConfig`): ``layers`` blocks (l), ``hidden``
-    features (h), ``heads`` attention heads (a), ``seq_len`` tokens per sequence (s), ``vocab``
-    token ids (V), an MLP of width ``ffn_ratio · hidden``. Invalid sizes raise a one-line error."""
-
-    layers: int
-    hidden: int
-    heads: int
-    seq_len: int
-    vocab: int
-    ffn_ratio: int = 4
-
-    def __post_init__(self):
-        for name in ("layers", "hidden", "heads", "seq_len", "vocab", "ffn_ratio"):
-            check_int("Model", name, getattr(self, name), minimum=1)
-        if self.hidden % self.heads:
-            raise ValueError(f"Model: hidden ({self.hidden}) must be divisible by heads ({self.heads})")
-
-    @classmethod
-    def from_config(cls, cfg) -> "Model":
-        """The sizes of a `labkit.model.GPTConfig` (its ``mlp_ratio`` is our ``ffn_ratio``)."""
-        from labkit.model import GPTConfig
-
-        if not isinstance(cfg, GPTConfig):
-            raise TypeError(f"Model.from_config: cfg must be a GPTConfig, got {type(cfg).__name__}")
-        return cls(cfg.layers, cfg.hidden, cfg.heads, cfg.seq_len, cfg.vocab, cfg.mlp_ratio)
-
-    def to_config(self):
-        """The `labkit.model.GPTConfig` of these sizes (to build the real, small model)."""
-        from labkit.model import GPTConfig
-
-        return GPTConfig(layers=self.layers, hidden=self.hidden, heads=self.heads, seq_len=self.seq_len,
-                         vocab=self.vocab, mlp_ratio=self.ffn_ratio)
-
-    @property
-    def ffn(self) -> int:
-        """Width of the MLP's hidden layer (elements)."""
-        return self.ffn_ratio * self.hidden
-
-    @property
-    def layer_params(self) -> int:
-        """Parameters (elements) of one transformer layer (module docstring)."""
-        h, f = self.hidden, self.ffn
-        return (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h) + 4 * h
-
-    @property
-    def params(self) -> int:
-        """Exact parameter count (elements) of `labkit.model.GPT` with these sizes."""
-        h = self.hidden
-        return self.layers * self.layer_params + (self.vocab + self.seq_len) * h + 2 * h
+Model = GPTConfig
+"""A GPT's sizes, for the planner: `labkit.model.GPTConfig` itself (l = ``layers``, h = ``hidden``,
+a = ``heads``, s = ``seq_len``, V = ``vocab``, r = ``mlp_ratio``), so a plan and the real model share
+one config and one parameter count (``params``, ``layer_params``)."""
 
 
 def megatron_params(model: Model) -> float:
     """Narayanan et al.'s closed form 12·l·h²·(1 + 13/(12h) + (V + s)/(12·l·h)) (elements); it
-    assumes ffn_ratio 4 and omits the final LayerNorm, so for ffn_ratio 4 it is ``params − 2h``."""
+    assumes mlp_ratio 4 and omits the final LayerNorm, so for mlp_ratio 4 it is ``params − 2h``."""
     _check_model("megatron_params", model)
     l, h, V, s = model.layers, model.hidden, model.vocab, model.seq_len
     return 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h))
@@ -117,7 +69,7 @@ def recompute_name(fn: str, recompute) -> str:
 def layer_forward_flops(model: Model, sequences: int) -> int:
     """Forward FLOPs of one transformer layer for ``sequences`` sequences: s·((8 + 4r)·h² + 4sh)
     each (the attention scores are the full s × s matrix, as `labkit.model` computes them)."""
-    s, h, r = model.seq_len, model.hidden, model.ffn_ratio
+    s, h, r = model.seq_len, model.hidden, model.mlp_ratio
     return sequences * s * ((8 + 4 * r) * h * h + 4 * s * h)
 
 
@@ -140,7 +92,7 @@ def recompute_forward_flops(model: Model, sequences: int, recompute) -> int:
 def flops_per_iteration(model: Model, global_batch: int, recompute=True) -> int:
     """FLOPs of one training iteration over ``global_batch`` sequences (matrix multiplications,
     forward + backward, plus the forward work recomputation repeats; module docstring). With
-    ``recompute=True`` ("full") and ffn_ratio 4 this is eq. 3 of Narayanan et al. 2021,
+    ``recompute=True`` ("full") and mlp_ratio 4 this is eq. 3 of Narayanan et al. 2021,
     96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)); with False ("none") 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))."""
     fn = "flops_per_iteration"
     _check_model(fn, model)
@@ -152,4 +104,5 @@ def flops_per_iteration(model: Model, global_batch: int, recompute=True) -> int:
 
 def _check_model(fn: str, model) -> None:
     if not isinstance(model, Model):
-        raise TypeError(f"{fn}: model must be a labkit.planner.Model, got {type(model).__name__}")
+        raise TypeError(f"{fn}: model must be a labkit.planner.Model (a labkit.model.GPTConfig), "
+                        f"got {type(model).__name__}")

@@ -9,7 +9,6 @@
 """
 from labkit.tensor_parallel.comm import count_collectives, copy_to_tp, reduce_from_tp
 from labkit.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
-from labkit.tensor_parallel.parallelize import parallelize
 
-__all__ = ["ColumnParallelLinear", "RowParallelLinear", "copy_to_tp", "count_collectives", "parallelize",
-           "reduce_from_tp"]
+# parallelize(GPT) is `labkit.tensor_parallel.parallelize.parallelize` (a re-export would hide its module)
+__all__ = ["ColumnParallelLinear", "RowParallelLinear", "copy_to_tp", "count_collectives", "reduce_from_tp"]

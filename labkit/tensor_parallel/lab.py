@@ -5,6 +5,8 @@
     sp_table(worlds)                         plain TP vs sequence parallel: bytes and saved activations
     moe_table(factors)                       capacity factor vs dropped tokens; expert parallel = one process
     picture(exercise)                        a learner's function run on 2 ranks next to the unsplit layer
+    conv_table(worlds), conv_channel_table   a convolution split by rows (halo exchange) and by channels
+    conv_cost_table(...)                     bytes moved and weights held per rank, both splits, big layer
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
@@ -16,7 +18,7 @@ import torch
 from torch import nn
 
 from labkit.dist import RankError, device, launch
-from labkit.model import GPT, GPTConfig, batch
+from labkit.model import GPT, TENSOR_PARALLEL_GPT, GPTConfig, batch
 from labkit.table import Table
 from labkit.tensor_parallel.activations import saved_bytes
 from labkit.tensor_parallel.comm import count_collectives
@@ -24,7 +26,6 @@ from labkit.tensor_parallel.experts import ExpertParallelMoE, MoE, MoEConfig, al
 from labkit.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
 from labkit.tensor_parallel.parallelize import parallelize
 
-SMALL = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=32)
 B = 2
 
 
@@ -44,7 +45,7 @@ def _model_rank(rank, world, cfg, sp):
     return loss.item(), fwd, bwd
 
 
-def model_table(worlds=(1, 2, 4), sequence_parallel: bool = False, cfg: GPTConfig = SMALL) -> Table:
+def model_table(worlds=(1, 2, 4), sequence_parallel: bool = False, cfg: GPTConfig = TENSOR_PARALLEL_GPT) -> Table:
     """Loss of parallelize(GPT) vs the unsplit model (float64) and the collectives of one step,
     counted: those of b·s·h elements, and the loss's small ones."""
     model = GPT(cfg, seed=0, dtype=torch.float64)
@@ -106,7 +107,7 @@ def _sp_rank(rank, world, cfg):
     return out
 
 
-def sp_table(worlds=(2, 4), cfg: GPTConfig = SMALL) -> Table:
+def sp_table(worlds=(2, 4), cfg: GPTConfig = TENSOR_PARALLEL_GPT) -> Table:
     """Plain TP vs sequence parallel per rank: bytes sent in one step, and bytes the LayerNorms save
     for backward (measured with saved-tensor hooks)."""
     rows = []
@@ -144,9 +145,9 @@ def moe_table(factors=(0.5, 1.0, 1.25, 2.0), world: int = 2, tokens: int = 32) -
 # --------------------------------------------------------------------------- check your work
 
 def _run_exercise(exercise: str, attr: str, fn, world: int = 2):
-    """The grader's own harness (trusted code) run on ``world`` ranks with the learner's function
-    (and labkit's f and g for the operator not being checked)."""
-    from labkit.grading.harness import _tp_rank
+    """The ranks the grader's harness runs (`tensor_parallel.check`), on ``world`` ranks with the
+    learner's function (and labkit's f and g for the operator not being checked)."""
+    from labkit.tensor_parallel.check import exercise_rank
     from labkit.tensor_parallel.comm import copy_to_tp, reduce_from_tp
 
     shim = types.SimpleNamespace(copy_to_tp=copy_to_tp, reduce_from_tp=reduce_from_tp)
@@ -157,7 +158,7 @@ def _run_exercise(exercise: str, attr: str, fn, world: int = 2):
             "ce": {"logits": 4 * g(7, 7, 12), "targets": torch.arange(7) * 5 % 12, "scale": 1.0}}
     case["row"] = case["column"]
     try:
-        return case[exercise], launch(_tp_rank, world, shim, exercise, [case[exercise]], backend="gloo",
+        return case[exercise], launch(exercise_rank, world, shim, exercise, [case[exercise]], backend="gloo",
                                       timeout=60, quiet=True)
     except RankError as e:
         if e.exc_type == "NotImplementedError":
@@ -214,4 +215,90 @@ def picture(exercise: str):
             "reduce_from_tp": lambda fn: conjugate_picture(fn, "reduce_from_tp"),
             "column_parallel_linear": lambda fn: linear_picture(fn, "column"),
             "row_parallel_linear": lambda fn: linear_picture(fn, "row"),
-            "vocab_parallel_cross_entropy": ce_picture}[exercise]
+            "vocab_parallel_cross_entropy": ce_picture, "halo_bytes_per_rank": halo_picture}[exercise]
+
+
+# ---------------------------------------------------------------------------- section 8: convolutions
+CONV_SHAPE = (2, 3, 12, 8)      # B, C, H, W of the image the notebook splits; 3 x 3 kernels, 4 filters
+
+
+def conv_table(worlds=(2, 3, 4), shape=CONV_SHAPE, c_out: int = 4, kernel: int = 3) -> Table:
+    """`conv.spatial_run` on each number of ranks: per rank its rows, the largest difference from the
+    unsplit layer (output, input gradient, weight gradient after the all-reduce; float64), and the
+    bytes it sent forward and backward next to `conv.halo_bytes`."""
+    from labkit.tensor_parallel import conv
+
+    rows = []
+    for p in worlds:
+        want = conv.halo_bytes(shape[0], shape[1], shape[3], kernel, p, 8)
+        for r, res in enumerate(launch(conv.spatial_run, p, shape, c_out, kernel)):
+            err = max(res["y_err"], res["dx_err"], res["dw_err"], res["db_err"])
+            rows.append([p, r, f"{res['rows'][0]}..{res['rows'][1] - 1}", err, res["sent"]["forward"],
+                         res["sent"]["backward"], want[r]])
+    B, C, H, W = shape
+    return Table(["ranks", "rank", "rows", "max |diff|", "sent fwd", "sent bwd", "halo formula"], rows,
+                 {"max |diff|": ".1e"}, f"conv {C}->{c_out}, {kernel}x{kernel}, on {B}x{C}x{H}x{W} float64; "
+                                        f"halo = (k//2) rows x B x C x W x 8 B per neighbour")
+
+
+def conv_channel_table(world: int = 2, shape=CONV_SHAPE, c_mid: int = 8, kernel: int = 3) -> Table:
+    """`conv.channel_run`: conv(3->c_mid) ReLU conv(c_mid->3) with the middle channels split; per rank the
+    largest differences and every collective it ran (elements, bytes sent in a ring)."""
+    from labkit.tensor_parallel import conv
+
+    rows = []
+    for r, res in enumerate(launch(conv.channel_run, world, shape, c_mid, kernel)):
+        err = max(res["y_err"], res["dx_err"], res["dw1_err"], res["dw2_err"])
+        calls = ", ".join(f"{op} {ph} {n} el. ({b} B)" for op, ph, n, b in res["collectives"])
+        rows.append([r, err, calls])
+    return Table(["rank", "max |diff|", "collectives"], rows, {"max |diff|": ".1e"},
+                 f"{world} ranks, {c_mid} middle channels split {c_mid // world} per rank, float64")
+
+
+def conv_cost_table(batch_size: int = 32, channels: int = 256, size: int = 56, kernel: int = 3,
+                    worlds=(2, 4, 8), itemsize: int = 2) -> Table:
+    """A ResNet-like layer (C -> C, k x k, size x size maps, 16-bit): per rank and pass, the bytes the
+    busiest rank sends (spatial: two halos; channel split: the all-reduce of the C x H x W output in a
+    ring, 2(p-1)/p of it) and the weights it holds (spatial: all; channel: 1/p)."""
+    from labkit.tensor_parallel import conv
+
+    act = batch_size * channels * size * size * itemsize
+    weights = channels * channels * kernel * kernel * itemsize
+    rows = []
+    for p in worlds:
+        halo = max(conv.halo_bytes(batch_size, channels, size, kernel, p, itemsize))
+        ring = 2 * (p - 1) / p * act
+        rows.append([p, halo / 1e6, ring / 1e6, ring / halo, weights / 1e6, weights / p / 1e6])
+    return Table(["ranks", "spatial MB", "channel MB", "ratio", "spatial weights MB", "channel weights MB"],
+                 rows, {"spatial MB": ".2f", "channel MB": ".1f", "ratio": ".0f", "spatial weights MB": ".2f",
+                        "channel weights MB": ".3f"},
+                 f"conv {channels}->{channels} {kernel}x{kernel} on {batch_size}x{channels}x{size}x{size}, "
+                 f"{itemsize} B/element: sent per rank per pass, and weights held")
+
+
+def halo_picture(fn):
+    """The learner's `halo_bytes_per_rank` next to the bytes each rank sent in `conv.spatial_run`."""
+    from labkit.tensor_parallel import conv
+
+    rows = []
+    B, C, H, W = CONV_SHAPE
+    for p in (2, 3):
+        yours = list(fn(B, C, W, 3, p, 8))
+        sent = [res["sent"]["forward"] for res in launch(conv.spatial_run, p)]
+        rows.append([p, yours, sent, yours == sent])
+    for k, p in ((5, 4), (1, 3)):
+        yours, want = list(fn(B, C, W, k, p, 8)), conv.halo_bytes(B, C, W, k, p, 8)
+        rows.append([f"{p} (k={k}, formula)", yours, want, yours == want])
+    table = Table(["ranks", "yours", "sent (measured) / formula", "equal"], rows)
+    print(table)
+    return table
+
+
+def halo_player(H: int = 12, W: int = 6, world: int = 3, kernel: int = 3):
+    """Play + slider over `labkit.viz.conv.halo_frames`: the exchange, then the k x k window moving
+    down every rank's stripe at once."""
+    from labkit.viz.conv import halo_frames, halo_html
+    from labkit.viz.player import player
+
+    frames = halo_frames(H, W, world, kernel)
+    return player(lambda i: halo_html(frames[i]), len(frames), interval_ms=700)

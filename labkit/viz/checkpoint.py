@@ -135,3 +135,72 @@ def recovery_player(messages, checkpoints, failed_process: int, failure_s: float
     line = recovery_line(messages, checkpoints, failed_process, failure_s)
     return player(lambda i: recovery_line_frame(messages, checkpoints, failed_process, failure_s, i + 1, title),
                   len(line.steps), description="rollback")
+
+
+TIER_COLORS = {"memory": "#54a24b", "peer": "#f58518", "disk": "#4c78a8"}
+
+
+def tiers_figure(peers, per_node: int, failure: str | None = None, node: int = 0):
+    """Nodes as boxes, ranks as circles, an arrow from each rank to the rank that keeps its
+    in-memory copy (red when it stays on its own node). With ``failure`` ("process", "node" or
+    "job", on ``node``): the lost nodes' memory shaded, and each rank coloured by the tier it
+    recovers from (`hierarchical.recovery_tiers`)."""
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    from labkit.checkpoint.hierarchical import recovery_tiers
+
+    world = len(peers)
+    nodes = world // per_node
+    tiers = recovery_tiers(peers, per_node, failure, node) if failure else None
+    lost = set() if failure in (None, "process") else ({node} if failure == "node" else set(range(nodes)))
+    fig, ax = plt.subplots(figsize=(min(2.2 * nodes + 1, 11), 2.6))
+    xy = {}
+    for n in range(nodes):
+        ax.add_patch(Rectangle((n * 2.2, 0), 1.9, 1.6, facecolor="#f4cccc" if n in lost else "#eeeeee",
+                               edgecolor="#888888"))
+        ax.text(n * 2.2 + 0.95, 1.72, f"node {n}" + (" (memory lost)" if n in lost else ""), ha="center",
+                fontsize=7)
+        for j in range(per_node):
+            r = n * per_node + j
+            xy[r] = (n * 2.2 + 0.95 + (j - (per_node - 1) / 2) * 1.7 / max(per_node, 1), 0.8)
+    for r, (x, y) in xy.items():
+        colour = TIER_COLORS[tiers[r]] if tiers else "white"
+        ax.add_patch(plt.Circle((x, y), 0.22, facecolor=colour, edgecolor="black", zorder=3))
+        ax.text(x, y, str(r), ha="center", va="center", fontsize=8, zorder=4)
+    for r, p in enumerate(peers):
+        same = p // per_node == r // per_node
+        (x0, y0), (x1, y1) = xy[r], xy[p]
+        if r == p:
+            ax.text(x0, y0 - 0.42, "own copy!", ha="center", fontsize=6, color="#e45756")
+            continue
+        ax.add_patch(FancyArrowPatch((x0, y0 - 0.22), (x1, y1 - 0.22), connectionstyle="arc3,rad=0.35",
+                                     arrowstyle="-|>", mutation_scale=8, lw=0.8,
+                                     color="#e45756" if same else "#555555", zorder=2))
+    if tiers:
+        from matplotlib.lines import Line2D
+
+        ax.legend(handles=[Line2D([], [], marker="o", ls="", markerfacecolor=c, markeredgecolor="black",
+                                  label=f"recovers from {t}") for t, c in TIER_COLORS.items()],
+                  loc="lower left", ncol=3, fontsize=7, frameon=False, bbox_to_anchor=(0, -0.25))
+    ax.set_xlim(-0.2, nodes * 2.2)
+    ax.set_ylim(-0.4, 2.0)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    title = "arrows: where each rank's in-memory copy is kept"
+    if failure:
+        title += f"; {failure} failure" + (f" on node {node}" if failure == "node" else "")
+    ax.set_title(title, fontsize=8, loc="left")
+    fig.tight_layout()
+    return fig
+
+
+def tiers_widget(peers, per_node: int):
+    """A failure-kind dropdown and a node slider over `tiers_figure`."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    nodes = len(peers) // per_node
+    return controlled(lambda failure, node: tiers_figure(peers, per_node, failure, node),
+                      failure=W.Dropdown(options=["process", "node", "job"], value="node", description="failure"),
+                      node=W.IntSlider(value=0, min=0, max=nodes - 1, description="node"))

@@ -122,3 +122,100 @@ def ps_figure(results: dict):
         ax.set_xlabel("updates between read and apply", fontsize=7)
     fig.tight_layout()
     return fig
+
+
+# ------------------------------------------------------------------ convergence (Lab 06, section 7)
+
+_RULE_COLOURS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#b279a2", "#9d755d"]
+
+
+def convergence_figure(runs: dict, highlight: str | None = None, title: str = ""):
+    """Runs {label: convergence.Run}: loss against gradients applied (left) and against time
+    (right), log scale; ``highlight`` drawn in colour and thick, the others thin (all in colour
+    when None)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.0))
+    for k, (label, r) in enumerate(runs.items()):
+        on = highlight is None or label == highlight
+        style = dict(color=_RULE_COLOURS[k % len(_RULE_COLOURS)] if on else "#bbbbbb", lw=2.0 if on else 0.8,
+                     label=label, zorder=3 if on else 1)
+        axes[0].plot([0] + r.gradients_applied(), r.loss, **style)
+        axes[1].plot([0.0] + list(r.times), r.loss, **style)
+    for ax, xlabel in zip(axes, ("gradients applied", "time (units of one iteration)")):
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].set_ylabel("loss (full data)", fontsize=8)
+    axes[0].legend(fontsize=7, ncol=2)
+    if title:
+        fig.suptitle(title, fontsize=9, x=0.01, ha="left")
+    fig.tight_layout()
+    return fig
+
+
+def convergence_widget(runs: dict):
+    """Runs {(lr, label): Run}: a learning-rate dropdown and a rule slider over
+    `convergence_figure` (the chosen rule in colour, the others of that learning rate in grey)."""
+    import ipywidgets as W
+
+    from labkit.viz.player import controlled
+
+    lrs = sorted({lr for lr, _ in runs})
+    labels = list(dict.fromkeys(label for _, label in runs))
+
+    def frame(lr, rule):
+        mine = {label: r for (l, label), r in runs.items() if l == lr}
+        return convergence_figure(mine, rule, f"lr {lr} per gradient: {rule}")
+
+    return controlled(frame, lr=W.Dropdown(options=lrs, value=lrs[0], description="learning rate"),
+                      rule=W.SelectionSlider(options=labels, value=labels[0], description="rule"))
+
+
+def batch_size_figure(batches, steps, lrs, s_min: float, b_simple: float, lr_limit: float):
+    """Steps to the target against the batch (log-log) with perfect scaling from the smallest
+    batch, S_min, and the curve S_min·(1 + B_simple/B); beside it the best learning rate against
+    the batch, the linear rule from the smallest batch, and the stability limit ``lr_limit``."""
+    import numpy as np
+
+    b = np.array(batches, dtype=float)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.2))
+    ax.plot(b, steps, "o", color=_COMPUTE, label="measured")
+    ax.plot(b, steps[0] * b[0] / b, "--", color="#999999", lw=1, label="perfect scaling")
+    grid = np.geomspace(b[0], b[-1], 100)
+    ax.plot(grid, s_min * (1 + b_simple / grid), color=_COMM, label="S_min(1 + B_simple/B)")
+    ax.axhline(s_min, color="#999999", lw=0.8, ls=":")
+    ax.axvline(b_simple, color=_COMM, lw=0.8, ls=":")
+    ax.text(b_simple * 1.1, max(steps) * 0.8, f"B_simple = {b_simple:.0f}", fontsize=7, color=_COMM)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size B", fontsize=8)
+    ax.set_ylabel("steps to the target", fontsize=8)
+    ax.set_ylim(min(steps) / 2, max(steps) * 1.5)
+    ax.legend(fontsize=7)
+    bx.plot(b, lrs, "o-", color=_COMPUTE, label="best learning rate")
+    bx.plot(b, lrs[0] * b / b[0], "--", color="#999999", lw=1, label="linear rule")
+    bx.axhline(lr_limit, color="#e45756", lw=1, label=f"2/λ_max = {lr_limit:g}")
+    bx.set_xscale("log", base=2)
+    bx.set_yscale("log")
+    bx.set_ylim(min(lrs) / 2, lr_limit * 4)
+    bx.set_xlabel("batch size B", fontsize=8)
+    bx.legend(fontsize=7)
+    for a in (ax, bx):
+        a.tick_params(labelsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def adascale_figure(runs: dict, ceiling: float):
+    """AdaScale runs {scale: ScaledRun}: the gain at every step, with the ceiling 1 + B_simple/b0."""
+    fig, ax = plt.subplots(figsize=(6, 2.8))
+    for k, (scale, r) in enumerate(sorted(runs.items())):
+        ax.plot(range(1, len(r.gains) + 1), r.gains, color=_RULE_COLOURS[k % len(_RULE_COLOURS)],
+                label=f"S = {scale}")
+    ax.axhline(ceiling, color="#999999", ls=":", lw=1, label=f"1 + B_simple/b0 = {ceiling:.1f}")
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("step", fontsize=8)
+    ax.set_ylabel("gain r (lr = r·lr0)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig

@@ -2,9 +2,9 @@
 
 ``timeline_figure(timeline)`` draws a `labkit.memory.lab.Timeline` (parameters, gradients,
 optimizer states and activations after every op; forward / backward / step shaded; the peak
-marked). ``checkpoint_widget(n_layers)`` steps through segment lengths k of activation
-checkpointing (frames precomputed by `labkit.memory.lab.step_timeline`): watch the activation
-hill flatten and the peak move.
+marked). ``checkpoint_frame(timelines, i, ymax)`` is one frame of
+`labkit.memory.lab.checkpoint_widget`, which steps through segment lengths k of activation
+checkpointing (timelines precomputed there): watch the activation hill flatten and the peak move.
 """
 from __future__ import annotations
 
@@ -56,12 +56,32 @@ def checkpoint_frame(timelines, i: int, ymax: float):
     return timeline_figure(timelines[i], checkpoint_label(timelines[i]), ymax)
 
 
-def checkpoint_widget(n_layers: int = 8, width: int = 16, batch_size: int = 64):
-    """Play + slider over k = none, 1, 2, ..., N (one precomputed step each)."""
-    from labkit.memory.lab import step_timeline
-    from labkit.viz.player import player
-
-    timelines = [step_timeline(n_layers, None, width, batch_size)] + \
-        [step_timeline(n_layers, k, width, batch_size) for k in range(1, n_layers + 1)]
-    ymax = max(t.peak for t in timelines) / 1024 * 1.25
-    return player(lambda i: checkpoint_frame(timelines, i, ymax), len(timelines), description="k")
+def wall_figure(rows, envelope, year: int):
+    """The memory wall up to ``year``: each model's state bytes (``rows``: `labkit.memory.wall.WallRow`s)
+    as a labelled dot, the largest device memory by year (``envelope``: (year, GB) pairs) as a step
+    line, both in GB on a log scale; the title names the latest model and the devices it fills."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    env = [(y, gb) for y, gb in envelope if y <= year]
+    env = env + [(year + 1, env[-1][1])] if env else env      # the last year's step, drawn to its end
+    ax.step([y for y, _ in env], [gb for _, gb in env], where="post", color=COLOURS["parameters"], lw=2,
+            label="largest device memory (GB)")
+    shown = [r for r in rows if r.model.year <= year]
+    ax.scatter([r.model.year for r in shown], [r.state_bytes / 1e9 for r in shown], color=COLOURS["activations"],
+               zorder=3, label="model states, 16 B/parameter (GB)")
+    for r in shown:                               # a label next to last year's similar one goes below
+        crowded = any(q.model.year == r.model.year - 1 and 2 / 3 < q.state_bytes / r.state_bytes < 1.5
+                      for q in shown)
+        ax.annotate(r.model.name, (r.model.year, r.state_bytes / 1e9), fontsize=7,
+                    xytext=(4, -10 if crowded else 2), textcoords="offset points")
+    ax.set_yscale("log")
+    ax.set_xlim(min(y for y, _ in envelope) - 0.5, max(y for y, _ in envelope) + 1.5)
+    ax.set_ylim(3, 2e4)
+    ax.set_xlabel("year")
+    ax.set_ylabel("GB")
+    ax.legend(loc="lower right", fontsize=7, frameon=False)
+    if shown:
+        last = max(shown, key=lambda r: (r.model.year, r.state_bytes))
+        ax.set_title(f"{year}: {last.model.name}'s states fill {last.devices} x {last.device.name} "
+                     f"({last.device.gb:g} GB)", fontsize=9, loc="left")
+    fig.tight_layout()
+    return fig

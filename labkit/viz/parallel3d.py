@@ -13,7 +13,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-from labkit.planner.grid import KINDS, coords, groups, nodes_spanned
+from labkit.parallel3d.grid import KINDS, coords, groups, nodes_spanned
 
 MAX_DRAWN = 64                      # GPUs drawn at most; bigger plans show their first ranks
 PART_COLOURS = {"gemm": "#4c78a8", "elementwise": "#9ecae9", "tp": "#f58518", "pp": "#54a24b", "bubble": "#bab0ac",

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from labkit.pipeline.schedules import KINDS, schedule
-from labkit.pipeline.simulate import SimResult, simulate
+from labkit.pipeline.simulate import SimResult, time_schedule
 
 __all__ = ["as_timeline", "draw_gantt", "gantt", "compare_timelines", "pipeline_frame", "pipeline_widget",
            "frame_stats", "legend_entries"]
@@ -112,7 +112,7 @@ def frame_stats(kind: str, num_ranks: int, num_microbatches: int, virtual_stages
     sched = schedule(kind, p, m, v)
     S = p * v
     slow = [Fraction(1)] * (S - 1) + [1 + Fraction(imbalance).limit_denominator(1000)]
-    res = simulate(sched, [Fraction(1, v) * x for x in slow], [Fraction(2, v) * x for x in slow])
+    res = time_schedule(sched, [Fraction(1, v) * x for x in slow], [Fraction(2, v) * x for x in slow])
     # uniform stages: (p-1)/(vm+p-1); zero bubble with I = W = F: the step is 3m + (p-1)/v, so
     # (p-1)/(3vm+p-1) (labkit.pipeline.lab.zero_bubble_makespan)
     zb = kind == "interleaved_zb"

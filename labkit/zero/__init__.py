@@ -8,7 +8,8 @@
                    posts the next unit's all-gather while the current one computes
     prefetch.py    when ZeRO-3's traffic hides: T_min tokens per rank, measured with and without prefetch
 """
+from labkit.zero.formulas import model_state_bytes
 from labkit.zero.fsdp import FSDP
 from labkit.zero.optimizer import ShardedOptimizer
 
-__all__ = ["FSDP", "ShardedOptimizer"]
+__all__ = ["FSDP", "ShardedOptimizer", "model_state_bytes"]

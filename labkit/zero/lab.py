@@ -23,12 +23,11 @@ import torch
 from labkit.checks import check_int, check_real
 from labkit.collectives.counting import count_collectives
 from labkit.dist import device, launch
-from labkit.model import GPT, GPTConfig, batch, parameter_count
+from labkit.model import DATA_PARALLEL_GPT, GPT, GPTConfig, batch, parameter_count
 from labkit.table import Table
 from labkit.zero.formulas import comm_bytes_per_step, model_state_bytes, reduction
 from labkit.zero.training import reference_params, train_rank
 
-SMALL = GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=32)
 GB = 1e9
 
 
@@ -52,7 +51,7 @@ def _quiet(fn):
     return run
 
 
-def equivalence_table(worlds=(1, 2, 4), cfg: GPTConfig = SMALL, torch_world: int = 2) -> Table:
+def equivalence_table(worlds=(1, 2, 4), cfg: GPTConfig = DATA_PARALLEL_GPT, torch_world: int = 2) -> Table:
     """Three AdamW steps (float64) with each method on N ranks, each rank on its slice of the same
     batches: the largest difference of any parameter from one process on the whole batches."""
     global_batch = math.lcm(*worlds, torch_world)
@@ -73,7 +72,7 @@ def _held_rank(rank, world, method, cfg, dtype):     # train_rank silences torch
     return train_rank(rank, world, method, cfg, steps=1, global_batch=world, dtype=dtype)
 
 
-def memory_table(world: int = 4, cfg: GPTConfig = SMALL) -> Table:
+def memory_table(world: int = 4, cfg: GPTConfig = DATA_PARALLEL_GPT) -> Table:
     """Bytes rank 0 holds after a step (MemoryTracker), float32, next to the formula with our
     padding rule (Ψ' = Σ padded groups): DDP (4 + 4 + 8)Ψ; ZeRO-1 (4 + 4)Ψ + 12Ψ'/N and ZeRO-2
     4Ψ + (4 + 12)Ψ'/N (a float32 master shard: K = 4 + 8); FSDP by its default policy: matrices
@@ -122,7 +121,7 @@ def _torch_zero1_rank(rank, world, cfg):
     return ops
 
 
-def traffic_table(world: int = 4, cfg: GPTConfig = SMALL) -> Table:
+def traffic_table(world: int = 4, cfg: GPTConfig = DATA_PARALLEL_GPT) -> Table:
     """Elements moved in one step by each kind of collective (counted at labkit's collectives;
     PyTorch's DDP + ZeroRedundancyOptimizer read from torch.profiler's gloo events), and the
     bytes one rank sends in a ring (a broadcast of S bytes: (N−1)/N·S per rank, as pipelined
@@ -180,7 +179,7 @@ def _accumulation_rank(rank, world, method, cfg, micro_batches):
     return ops, getattr(opt, "padded_numel", 0)
 
 
-def accumulation_table(world: int = 4, micro_batches=(1, 4), cfg: GPTConfig = SMALL) -> Table:
+def accumulation_table(world: int = 4, micro_batches=(1, 4), cfg: GPTConfig = DATA_PARALLEL_GPT) -> Table:
     """What one step sends with k micro-batches per step (gradient accumulation), counted: labkit's
     DDP all-reduces once (``no_sync`` until the last backward), ZeRO-1 reduce-scatters once in
     ``step``, ZeRO-2 reduce-scatters every bucket after every micro-batch's backward — it keeps only
@@ -214,7 +213,7 @@ def _placements_rank(rank, world, cfg):
     return [(n, tuple(p.shape), str(p.placements[0]), tuple(p.to_local().shape)) for n, p in model.named_parameters()]
 
 
-def fsdp2_placements(world: int = 2, cfg: GPTConfig = SMALL) -> Table:
+def fsdp2_placements(world: int = 2, cfg: GPTConfig = DATA_PARALLEL_GPT) -> Table:
     """How PyTorch's ``fully_shard`` (FSDP2) holds each parameter on rank 0 of ``world``: a DTensor
     with its placement and the local piece's shape, 1-D parameters (biases, LayerNorm) included."""
     rows = launch(_quiet(_placements_rank), world, cfg, backend="gloo", timeout=120, quiet=True)[0]
@@ -235,7 +234,7 @@ def _fsdp_trace_rank(rank, world, cfg, compute_dtype):
     return model.events, gathered, kept
 
 
-def fsdp_trace(world: int = 2, cfg: GPTConfig = SMALL) -> Table:
+def fsdp_trace(world: int = 2, cfg: GPTConfig = DATA_PARALLEL_GPT) -> Table:
     """FSDP's events in one forward + backward, in the order they happen, with the units whole at
     that moment (root "" = embeddings, final LayerNorm and the tied head); and the all-gather
     bytes one rank sends with float32 and with bfloat16 compute."""
@@ -294,7 +293,6 @@ def zero1_picture(fn, psi: int = 10, steps: int = 3):
 
 
 def _fsdp_picture_rank(rank, world, fn):
-    from labkit.grading.harness import _settled_bytes
     from labkit.memory.tracker import MemoryTracker
 
     o, i = 6, 5
@@ -307,7 +305,7 @@ def _fsdp_picture_rank(rank, world, fn):
     tracker = MemoryTracker()
     with tracker:
         y = fn(x, shard, bias, o, i)
-        kept = _settled_bytes(tracker, o * i * 8, x, shard, bias, y)
+        kept = tracker.settled_bytes_except(o * i * 8, x, shard, bias, y)
     y.sum().backward()
     return y.detach(), x.grad, shard.grad, kept
 

@@ -169,9 +169,9 @@ def trace_table(world: int = 2, cfg=None) -> Table:
     """One forward + backward of FSDP with prefetch: its events in order, and the units whose
     gathered parameters exist at that moment (held, or on their way after a posted gather)."""
     from labkit.dist import launch
-    from labkit.zero.lab import SMALL
+    from labkit.model import DATA_PARALLEL_GPT
 
-    cfg = cfg or SMALL
+    cfg = cfg or DATA_PARALLEL_GPT
     events = launch(_trace_rank, world, cfg, True, backend="gloo", timeout=60, quiet=True)[0]
     whole, rows = [], []
     for what, unit, phase in events:

@@ -147,12 +147,12 @@ except TimeoutError as err:
 # the reference solutions (full marks):
 
 # %% slide="subslide"
-from labkit import grade
+from labkit.grading.run import format_table, run_graded_tests, score_table
 
 for which in ("exercises", "solutions"):
-    rows = grade.score_table(grade.run_graded_tests(which, lab="02"))
+    rows = score_table(run_graded_tests(which, lab="02"))
     print(f"--- {which}")
-    print(grade.format_table(rows))
+    print(format_table(rows))
 
 # %% [markdown] slide="slide"
 # ## 5. The syllabus

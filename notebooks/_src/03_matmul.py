@@ -13,7 +13,9 @@
 # 5. count what the GPU's execution model adds to those element counts — slots a divergent warp
 #    issues, sectors per warp request, shared-memory bank conflicts, a stencil's global loads
 #    with and without tiles, resident warps per SM (occupancy) — and tell host/device asynchrony
-#    and memory spaces apart.
+#    and memory spaces apart;
+# 6. write CUDA kernels with threadIdx, blockIdx, shared memory and barriers (a tiled matmul, a
+#    reduction), see the races a missing barrier causes, and work out blocks per SM and waves.
 #
 # Conventions: `A` is M×K, `B` is K×N, `C = A @ B` is M×N. Traffic is counted in **elements**
 # moved from the slower level (multiply by 4 for float32 bytes). `cdiv(x, b)` = ⌈x / b⌉.
@@ -25,7 +27,7 @@ import numpy as np
 import labkit  # noqa: F401  (sets up the environment)
 from labkit.claims import claim
 from labkit.grading.check import check_your_work
-from labkit.matmul import gpu_model as G
+from labkit.matmul import thread_model as G
 from labkit.matmul import lab
 from labkit.matmul import traffic as T
 from labkit.show import show
@@ -245,7 +247,7 @@ tiled_player("register", 5, 4, 6, v1=2, v2=3, v3=2)
 # %% [markdown]
 # ## 6. GPU kernels v1 → v3: a thread-level model
 #
-# On a GPU each thread computes part of C. `labkit.matmul.gpu_model` runs four kernels thread by
+# On a GPU each thread computes part of C. `labkit.matmul.thread_model` runs four kernels thread by
 # thread (pure numpy, small N) and counts every load a thread issues. Here they are as CUDA-like
 # pseudo-code — each `A[..]`/`B[..]` is a global-memory load, each `sA[..]`/`sB[..]` a shared-memory
 # load:
@@ -269,7 +271,7 @@ print(f"N={N}, V={V}, L={L}, S={S}")
 print(row("kernel", "threads", "global rd", "formula", "expression", "shared rd", "2N^3/V", "C ok", w=10, wide=(4,)))
 ok, reads = [], {}
 for k in G.KERNELS:
-    C, t = G.simulate(k, A, B, V=V, L=L, S=S)
+    C, t = G.run_thread_model(k, A, B, V=V, L=L, S=S)
     f = G.gpu_formula(k, N, V, L, S)
     ok.append(t.counts() == f and (C == A @ B).all())
     reads[k] = t.global_reads
@@ -874,6 +876,345 @@ p5 = [G.gpu_formula(k, 1024, 4)["global_reads"] for k in ("v1", "v1.5", "v2")]
 claim("P5: v1 2.15e9, v1.5 1.34e9, v2 5.37e8", [f"{v:.3g}" for v in p5] == ["2.15e+09", "1.34e+09", "5.37e+08"])
 
 # %% [markdown]
+# ## 11. CUDA's programming model, in CUDA's own terms
+#
+# Sections 6 and 9 described threads in pseudo-code. Here are real kernels, written the way CUDA
+# writes them: a **kernel** is a function that every thread of a **grid** runs; the grid is made
+# of **blocks** (`blockIdx`, `gridDim`), each block of **threads** (`threadIdx`, `blockDim`);
+# threads of one block share a small, fast **shared memory** and can wait for one another at a
+# **barrier** (`__syncthreads()`); threads of different blocks cannot. The host (CPU) chooses the
+# launch configuration, `kernel<<<grid, block>>>(args)` in CUDA C, and the device runs it.
+#
+# The kernels below are Python in numba's CUDA dialect (`cuda.threadIdx.x`, `cuda.shared.array`,
+# `cuda.syncthreads()`, `kernel[grid, block](args)`), with the CUDA C each one stands for next to
+# it. On this machine `labkit.gpu_model.cuda_sim` runs them: it executes **every thread**, one
+# after another in a fixed order, switching at each barrier, and it checks every memory access.
+# On a GPU, `numba.cuda.jit` compiles the very same functions (section 11.6).
+
+# %%
+import re
+import textwrap
+
+from labkit.claims import claim, claim_close
+from labkit.gpu_model import cuda_kernels as CK
+from labkit.gpu_model import cuda_lab as cl
+from labkit.gpu_model import occupancy as Oc
+from labkit.gpu_model.cuda_sim import KernelError
+
+# %% [markdown]
+# ### 11.1 Threads, blocks and a grid: vector add
+#
+# One thread per element. A thread finds its element from its block's position and its own:
+# `i = blockIdx.x · blockDim.x + threadIdx.x`. The host launches ⌈n / blockDim.x⌉ blocks, so the
+# last block may stick out past the end, and the kernel must check `i < n`:
+
+# %%
+show(CK.vector_add)
+show(CK.CUDA_C["vector_add"])
+
+# %% [markdown]
+# **Predict first:** n = 10 with 4 threads per block. How many blocks are launched, how many
+# threads do nothing, and which (block, thread) adds element 9?
+
+# %%
+who = cl.who_runs_what(10, 4)
+print(who)
+claim("10 elements at 4 threads per block: 3 blocks, 2 threads idle", "3 blocks, 12 threads, 2 idle" in who.title)
+claim("element 9 is added by thread 1 of block 2", who.rows[9][1:3] == [2, 1], f"row 9: {who.rows[9]}")
+
+# %% [markdown]
+# ### 11.2 Shared memory and a barrier
+#
+# A block's threads can exchange data through shared memory, but only across a barrier: after
+# `cuda.syncthreads()` every thread of the block has finished everything before it. The smallest
+# example reverses each block of a vector: each thread writes one element into shared memory,
+# waits, then reads the element its mirror thread wrote.
+
+# %%
+show(cl.reverse_block)
+
+# %% [markdown]
+# **Predict first:** delete the barrier. On a GPU this kernel would usually still print the right
+# answer (the 32 threads of a warp run in step). What happens in the simulator?
+
+# %%
+x64 = np.arange(64, dtype=np.float32)
+out, run = cl.launch_reverse(x64, 32)
+claim("with the barrier, every block of 32 comes out reversed",
+      np.array_equal(out, np.concatenate([x64[31::-1], x64[:31:-1]])), f"{run.phases} phases per block")
+try:
+    cl.launch_reverse(x64, 32, cl.reverse_block_no_barrier)
+    race = ""
+except KernelError as e:
+    race = f"{type(e).__name__}: {e}"
+print(textwrap.fill(race, 100))
+claim("without it, the simulator reports a race between two threads of a block", race.startswith("RaceError"))
+
+# %% [markdown]
+# The simulator runs thread 0 until its first barrier (or its end), then thread 1, and so on; it
+# remembers which thread last wrote and read each element, and since when. Two threads touching
+# one element, one of them writing, with no barrier between: that is a **race** (what NVIDIA's
+# `compute-sanitizer --tool racecheck` reports on a GPU). A barrier that some threads of a block
+# never reach is **barrier divergence** (CUDA allows `__syncthreads()` in a branch only if the
+# whole block takes it the same way); an index outside an array is an illegal address. Each is
+# an error naming the threads, so a bug that a GPU hides most of the time shows up every time.
+#
+# ### 11.3 The tiled matmul with shared memory
+#
+# Kernel v3 of section 6, with V = 1: a TILE × TILE block of threads computes a TILE × TILE tile
+# of C, one element per thread. For each TILE-wide step of k, the block copies one tile of A and
+# one of B into two `cuda.shared.array((TILE, TILE), np.float32)` tiles — each thread one element
+# of each, zeros where a tile sticks out of the matrix — waits, adds its TILE products from
+# shared memory, and waits again before the next copy overwrites the tiles. Every element of A
+# is then loaded from global memory once per block *column* and every element of B once per block
+# *row*: **M·K·⌈N/T⌉ + K·N·⌈M/T⌉**, which is section 6's 2N³/L when T = L divides everything.
+#
+# **Predict first:** M, K, N = 24, 20, 16 with TILE = 8. How many global loads, and how many
+# barriers does each block pass?
+
+# %% [markdown]
+# ### Exercise: `tiled_matmul`
+#
+# Write the kernel in `exercises/lab03_matmul.py` (its docstring is the specification; `TILE = 8`
+# is defined there). The cell below runs your kernel in the simulator on a 13 × 10 by 10 × 19
+# product, with your global loads next to the formula, then grades it. A missing barrier is a
+# race here even when C comes out right.
+
+# %%
+check_your_work("lab03_matmul", "tiled_matmul", picture=cl.picture("tiled_matmul"))
+
+# %% [markdown]
+# The lab's version and the CUDA C it stands for (`__shared__`, `__syncthreads()`), then all
+# kernels of this section with their counted accesses next to the closed forms:
+
+# %%
+show(CK.matmul_tiled)
+show(CK.CUDA_C["matmul_tiled"])
+
+# %%
+kt = cl.kernels_table()
+print(kt)
+rows = {r[0]: r for r in kt.rows}
+claim("every kernel's output equals numpy's", all(r[2] for r in kt.rows))
+mm = rows["matmul_tiled"]
+claim("the tiled matmul's global loads are M*K*ceil(N/T) + K*N*ceil(M/T)",
+      mm[3] == mm[4] == 24 * 20 * 2 + 20 * 16 * 3, f"{mm[3]} = {mm[4]}")
+claim("and reads shared memory 2*T times per thread and k step", mm[5] == mm[6], f"{mm[5]} = {mm[6]}")
+claim("each block passes 2 barriers per k step: 6 for K = 20, T = 8", mm[7] == 2 * CK.cdiv(20, 8), f"{mm[7]}")
+
+# %% [markdown]
+# ### 11.4 A reduction: a tree in each block, then atomics or a second launch
+#
+# To sum n numbers, each block first loads its blockDim.x elements into shared memory. Then a
+# **tree**: with stride = blockDim.x / 2, threads t < stride add element t + stride to element t;
+# everyone waits; the stride halves; and so on until element 0 holds the block's sum — log₂ of the
+# block size steps, each followed by a barrier that *every* thread reaches (also those with
+# nothing to add). Blocks cannot wait for each other, so the block sums are combined either by one
+# **atomic** add per block (`cuda.atomic.add`: read, add and write as one indivisible step) or by
+# writing them to an array and launching the kernel again on it.
+#
+# The animation runs the lab's reduction on one block of 16 threads: each step is one thread
+# running to its next barrier (outlined), colours count the barriers a thread has passed, and the
+# shared array below fills in as the tree folds it.
+
+# %%
+cl.block_player(16)
+
+# %% [markdown]
+# **Predict first:** for blocks of 64 threads, how many barriers does a block pass, and how many
+# atomic adds does the sum of 1000 numbers need?
+
+# %% [markdown]
+# ### Exercise: `block_sum`
+#
+# The cell below runs your kernel through the same animation (on the same 16 numbers), then grades it.
+
+# %%
+check_your_work("lab03_matmul", "block_sum", picture=cl.picture("block_sum"))
+
+# %%
+bs, bp = rows["block_sum"], rows["block_partials"]
+claim("a 64-thread block passes log2(64) + 1 = 7 barriers", bs[7] == 7, f"{bs[7]}")
+claim("one atomic add per block: 16 for 1000 numbers", bs[8] == CK.cdiv(1000, 64), f"{bs[8]} atomics")
+claim("the two-launch version needs no atomics and gives the same sum", bp[8] == 0 and bp[2], f"launches {bp[1]}")
+
+# %% [markdown]
+# Both give the exact sum here (integers). On a GPU, blocks finish in an order that changes from
+# run to run, so float atomics add in a different order each time and the last bits of a float
+# sum can change; the two-launch version adds in the same order every run. The second launch's
+# kernel is the first one, writing to `partial[blockIdx.x]` instead of adding atomically:
+
+# %%
+show(CK.block_partials)
+
+# %% [markdown]
+# **Common mistakes**, each caught by the simulator: the tiled matmul without its second barrier,
+# the reduction's barrier inside `if t < stride`, one thread too many in the tree (`t <= stride`),
+# and a vector add without `if i < n`:
+
+# %%
+bugs = cl.bug_table()
+for name, kind, message in bugs.rows:
+    message = re.sub(r"\.py:\d+", ".py", message)          # the file, without its line number
+    print(textwrap.fill(f"{name}: {message}", 100, subsequent_indent="    ", break_on_hyphens=False))
+got = {r[0]: r[1] for r in bugs.rows}
+claim("the missing second barrier of the matmul is a race", got["matmul_one_barrier"] == "RaceError")
+claim("a barrier inside the branch is barrier divergence", got["sum_barrier_in_branch"] == "BarrierDivergence")
+claim("the off-by-one stride is a race, the missing guard an out-of-bounds access",
+      got["sum_stride_off_by_one"] == "RaceError" and got["add_unguarded"] == "OutOfBounds")
+
+# %% [markdown]
+# ### 11.5 Launch configuration: blocks per SM and waves
+#
+# A block runs on one streaming multiprocessor (SM) from start to end, and an SM holds as many
+# blocks at once as its warp slots, register file, shared memory and block limit allow — section
+# 9.6's `occupancy`. What section 9.6 took as given comes from the kernel: the launch configuration
+# sets the threads per block, the kernel's shared arrays set its shared memory, and the compiler
+# chooses the registers per thread (`nvcc --resource-usage`, or numba's `get_regs_per_thread()`), so
+# a kernel that keeps a large tile in registers (kernel v2 of section 6) runs fewer blocks at once.
+#
+# **Predict first:** 256-thread blocks using 32 registers per thread fill an SM (8 blocks, 100%).
+# What happens at 64 registers per thread? At 128? And with 48 KiB of shared memory per 128-thread
+# block?
+
+# %%
+ot = Oc.occupancy
+o32, o64, o128 = (ot(256, r, 0) for r in (32, 64, 128))
+claim("32 -> 64 registers per thread halves the resident blocks",
+      (o32.blocks, o64.blocks, o64.limiter) == (8, 4, "regs"), f"8 -> {o64.blocks}, {o64.fraction:.0%}")
+claim("at 128 registers only 2 blocks (25% occupancy) fit", (o128.blocks, o128.fraction) == (2, 0.25))
+o_sm = ot(128, 32, 48 * 1024)
+claim("48 KiB of shared memory per block allows 4 blocks, whatever the registers",
+      (o_sm.blocks, o_sm.limiter) == (4, "smem"), f"{o_sm.blocks_by['regs']} by registers")
+
+# %% [markdown]
+# ### Exercise: `blocks_per_sm`
+#
+# Section 9.6's rules as a function of the SM's limits (given as a dict). The cell compares yours with
+# the lab's on five launch configurations, then grades it.
+
+# %%
+check_your_work("lab03_matmul", "blocks_per_sm", picture=cl.picture("blocks_per_sm"))
+
+# %% [markdown]
+# **Waves.** A grid of G blocks on S SMs with b resident blocks each runs in ⌈G / (S·b)⌉ rounds
+# (waves); when G is not a multiple of S·b, the last wave runs with SMs idle. The animation deals
+# 40 blocks to 8 SMs with 2 slots each, wave by wave (a real GPU starts a new block wherever a
+# slot frees, so with equal blocks it fills the device the same way).
+#
+# **Predict first:** how many waves, and how full is the last?
+
+# %%
+sched = Oc.schedule(40, 2, 8)
+claim("40 blocks on 8 SMs x 2 slots take 3 waves, the last half full",
+      (sched.waves, sched.last_wave_fill) == (3, 0.5), f"{sched.waves} waves, last {sched.last_wave_fill:.0%}")
+h100 = Oc.waves(4 * 132 * 8 + 1, 8, 132)
+claim("on an H100 with 8 blocks per SM, one block past 4 full waves costs a 5th wave", h100.waves == 5)
+cl.waves_player(40, 8, 2)
+
+# %% [markdown]
+# ### 11.6 The same kernels under numba, and on a GPU
+#
+# numba ships its own CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`, a Python thread per CUDA thread).
+# The next cell runs our three kernels under it, in a child process, and compares the outputs with
+# this simulator's. numba's runs real threads concurrently, so a racy kernel's result there may
+# change from run to run; ours runs them in one order and checks every access.
+
+# %%
+from labkit.gpu_model.cuda_gpu import gpu_run, numba_simulator_outputs
+from labkit.gpu_model.host_device import NeedsCuda
+
+agree = numba_simulator_outputs()
+for name, (theirs, ours) in agree.items():
+    print(f"{name:13s} numba simulator == labkit simulator: {np.array_equal(theirs, ours)}  (shape {ours.shape})")
+claim("numba's CUDA simulator gives exactly our simulator's outputs for all three kernels",
+      all(np.array_equal(t, o) for t, o in agree.values()))
+
+# %% [markdown]
+# On a CUDA GPU the next cell compiles the three kernels with `numba.cuda.jit`, checks them against
+# torch, times them, and measures waves: a kernel whose blocks each sleep for a fixed time,
+# launched with S·b/2, S·b, S·b + 1, 2S·b, 2S·b + 1 and 3S·b blocks (b from the occupancy rules
+# with the compiled kernel's registers): the time steps up by one block's duration each time a
+# wave is added, however few blocks the new wave holds. Here it says what it would measure.
+
+# %% tags=["nbval-ignore-output"]
+g = gpu_run()
+print(g)
+if not isinstance(g, NeedsCuda):
+    for name, r in g.kernels.items():
+        print(f"{name:13s} equal to torch: {r['equal']}  {r['ms']:.3f} ms")
+    print(f"{g.sms} SMs, {g.regs_per_thread} registers/thread -> {g.predicted_blocks_per_sm} blocks per SM")
+    for blocks, ms in g.wave_points:
+        print(f"  {blocks:6d} blocks: {ms:8.3f} ms")
+    claim("every compiled kernel equals torch", all(r["equal"] for r in g.kernels.values()))
+    t = dict(g.wave_points)
+    w = g.sms * g.predicted_blocks_per_sm
+    claim("one block past a full wave costs about a whole extra wave", t[w + 1] > 1.5 * t[w],
+          f"{t[w]:.3f} -> {t[w + 1]:.3f} ms")
+
+# %% [markdown]
+# ### 11.7 Worked problems
+#
+# **Problem 1.** A vector of 1,000,000 floats, 256 threads per block. How many blocks, how many
+# idle threads?
+#
+# <details><summary>Answer</summary>
+#
+# ⌈10⁶ / 256⌉ = **3907** blocks = 1,000,192 threads, **192** idle (they fail `i < n`).
+#
+# </details>
+#
+# **Problem 2.** The tiled matmul with TILE = 16 on M = N = K = 4096: global loads, and the ratio
+# to the untiled 2N³?
+#
+# <details><summary>Answer</summary>
+#
+# 2N³/T = 2·4096³/16 = **8.6·10⁹** elements (34 GB of float32) against 1.37·10¹¹: **16×** fewer —
+# each loaded element is used T times from shared memory.
+#
+# </details>
+#
+# **Problem 3.** A 512-thread block uses 40 registers per thread and 20 KiB of shared memory on an
+# H100. Blocks per SM, the limit, and the occupancy?
+#
+# <details><summary>Answer</summary>
+#
+# w = 16 warps. Warps: ⌊64/16⌋ = 4; registers: 40·32 = 1280 per warp, each of the 4 partitions of
+# 16,384 holds ⌊16384/1280⌋ = 12 warps, 48 in all, ⌊48/16⌋ = **3**;
+# shared: ⌊228/21⌋ = 10. **3 blocks** (registers), 48 warps: **75%**. At 32 registers it would be 4
+# (100%).
+#
+# </details>
+#
+# **Problem 4.** A reduction over 2²⁰ floats with 256-thread blocks and a second launch for the
+# partial sums. How many launches and barriers per block?
+#
+# <details><summary>Answer</summary>
+#
+# First launch: 4096 blocks → 4096 partial sums; second: 16 blocks → 16; third: 1 block → the sum.
+# **3 launches**; each block passes log₂256 + 1 = **9** barriers. With atomics, one launch and
+# 4096 atomic adds.
+#
+# </details>
+#
+# **Problem 5.** 132 SMs, 2 blocks per SM, 265 blocks. How many waves, and what share of the
+# device does the last one use? What grid size would you pick instead?
+#
+# <details><summary>Answer</summary>
+#
+# ⌈265/264⌉ = **2 waves**, the second with 1 of 264 slots busy (**0.4%**) — nearly a whole wave of
+# time for one block. 264 blocks (or many more, so the tail is a small share) would be better.
+#
+# </details>
+
+# %%
+claim("Problem 3: 3 blocks per SM, limited by registers, 75% occupancy",
+      (ot(512, 40, 20 * 1024).blocks, ot(512, 40, 20 * 1024).limiter, ot(512, 40, 20 * 1024).fraction)
+      == (3, "regs", 0.75))
+claim("Problem 5: 265 blocks on 132 SMs x 2 take 2 waves, the last 1/264 full",
+      Oc.schedule(265, 2, 132).last_wave_fill == 1 / 264 and Oc.waves(265, 2, 132).waves == 2)
+
+# %% [markdown]
 # ## Further reading
 #
 # * K. Goto, R. van de Geijn, *Anatomy of High-Performance Matrix Multiplication*, ACM TOMS 34(3), 2008.
@@ -914,8 +1255,12 @@ claim("P5: v1 2.15e9, v1.5 1.34e9, v2 5.37e8", [f"{v:.3g}" for v in p5] == ["2.1
 #   cost only a partly idle last wave; too few leave SMs idle.
 # - Registers, not local memory, are a thread's fastest storage (local memory lives in DRAM,
 #   cached in L1/L2); kernel launches are asynchronous and `.item()`-like calls synchronise.
+# - A CUDA kernel is run by every thread of a grid of blocks; threads of a block share memory and
+#   meet at `__syncthreads()`. The tiled matmul loads M·K·⌈N/T⌉ + K·N·⌈M/T⌉ elements and needs two
+#   barriers per k step; a reduction is a tree in each block, then atomics or a second launch.
 #
 # **Exercises** (`exercises/lab03_matmul.py`): `cache_tiled`, `register_tiled` and `tiled` — each has
 # a "check your work" cell above. Grade all three with `python -m labkit.grade --lab 03` (or
 # `make grade LAB=03`). Section 9's `transactions` is an exercise of Lab 13
-# (`exercises/lab13_compilers.py`), graded with `--lab 13`.
+# (`exercises/lab13_compilers.py`), graded with `--lab 13`. Section 11: the kernels `tiled_matmul` and
+# `block_sum`, and `blocks_per_sm`, in the same file and graded with `--lab 03`.

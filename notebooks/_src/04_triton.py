@@ -667,6 +667,45 @@ claim("P5: s is scaled by e^-4 = 0.018, then by 1; m ends at 5",
       [round(t_["scale"], 3) for t_ in t5[1:]] == [0.018, 1.0] and t5[-1]["m"] == 5.0)
 
 # %% [markdown]
+# ## 9. What Triton does for you: the same matmul in CUDA and in Triton
+#
+# Lab 03 (section 11) wrote the tiled matmul in CUDA's own terms: one thread per element of C,
+# two shared-memory tiles declared by hand, every thread copying one element of each, two
+# `syncthreads()` per k step, a bounds check on every element. Section 4's Triton kernel computes
+# the same tiles with none of that in its source: a *program* loads whole tiles with one masked
+# `tl.load` each and multiplies them with `tl.dot`. The compiler decides how the tile is spread
+# over threads (`num_warps`), stages it through shared memory, inserts the barriers, vectorises
+# and coalesces the loads, and overlaps the next tile's loads with this tile's math
+# (`num_stages`). The algorithm, and so the traffic, stays ours.
+#
+# **Predict first:** for (37 × 29) @ (29 × 45), how many threads does the CUDA version launch with
+# 8 × 8 tiles, how many programs the Triton one with 16 × 16 tiles — and do their global loads
+# follow the same formula?
+
+# %%
+from labkit.claims import claim
+from labkit.gpu_model.cuda_lab import cuda_vs_triton
+
+cvt = cuda_vs_triton(37, 29, 45)
+print(cvt)
+col = {r[0]: r[1:] for r in cvt.rows}
+claim("both kernels give exactly A @ B", all(col["C == A @ B"]))
+claim("the CUDA source writes 2 barriers and 2 shared arrays, the Triton source none",
+      col["barriers in the source"] == [2, 0] and col["shared arrays in the source"] == [2, 0])
+claim("both load M*K*cdiv(N,T) + K*N*cdiv(M,T) elements of A and B (each its own T)",
+      col["global loads of A and B, counted"] == col["M*K*cdiv(N,T) + K*N*cdiv(M,T)"],
+      f"{col['global loads of A and B, counted']}")
+
+# %% [markdown]
+# So a program of Triton is a CUDA *block*, not a thread, and a Triton tile is what a CUDA block
+# stages in shared memory. What Triton leaves to you is what sets the traffic: the tile sizes and
+# the loop order. What it takes away are the bugs of section 11.4 of Lab 03 — a missing barrier,
+# a barrier in a branch, an off-by-one thread index — and the per-architecture work of mapping
+# tiles to tensor-core instructions. The price: less control over what each thread does (warp
+# specialisation, hand-placed shared-memory layouts), which is why the fastest GEMM and attention
+# kernels are still written in CUDA (CUTLASS, FlashAttention-3) or its newer tile languages.
+
+# %% [markdown]
 # ## Further reading
 #
 # * P. Tillet, H. T. Kung, D. Cox, *Triton: an intermediate language and compiler for tiled neural
@@ -686,6 +725,8 @@ claim("P5: s is scaled by e^-4 = 0.018, then by 1; m ends at 5",
 # - A tiled matmul moves `2n³/b + n²` elements (Lab 03's formula), which the recorder counts exactly;
 #   grouped ordering makes concurrent programs share strips in L2.
 # - FlashAttention is the online softmax applied to attention: no S×S matrix, K/V streamed per Q tile.
+# - A Triton program is a CUDA block: the same tiles and traffic as Lab 03's CUDA matmul, with the
+#   shared-memory staging, barriers and per-thread indexing left to the compiler.
 #
 # **Exercises** (`exercises/lab04_triton.py`): write the bodies of `add_kernel`, `softmax_kernel`,
 # `matmul_kernel` (the k-loop) and `layernorm_kernel` — each has a "check your work" cell above. The

@@ -97,7 +97,7 @@ claim("broadcast, all-gather and all-reduce, and only they, leave all ranks the 
 # many elements did rank 2 send by then?
 
 # %%
-trace = C.simulate("ring_all_reduce", 4, 10)
+trace = C.trace_collective("ring_all_reduce", 4, 10)
 player(lambda i: V.ring_frame(trace, i), trace.n_steps + 1, interval_ms=900)
 
 # %% [markdown]
@@ -216,7 +216,7 @@ show(C.tree_reduce)
 
 # %%
 for n_, root in ((8, 0), (6, 2)):
-    tb = C.simulate("tree_broadcast", n_, 4, root=root)
+    tb = C.trace_collective("tree_broadcast", n_, 4, root=root)
     edges = [(t.src, t.dst) for st in tb.steps for t in st.transfers]
     print(f"N={n_}, root {root}: " + " | ".join(", ".join(f"{a}->{b}" for a, b in
                                                          [(t.src, t.dst) for t in st.transfers]) for st in tb.steps))

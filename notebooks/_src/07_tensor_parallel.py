@@ -18,7 +18,9 @@
 # 4. measure what sequence parallelism saves (activations) and what it costs: the same bytes in
 #    the layers, plus one small all-reduce of the replicated parameters' gradients;
 # 5. route tokens to experts on other ranks with an all-to-all, and count what the capacity
-#    factor drops.
+#    factor drops;
+# 6. split a convolution by rows with a halo exchange, or by channels like a Megatron pair, and
+#    count what each moves.
 #
 # Everything runs on real gloo ranks and is checked against the unsplit `labkit.model.GPT` — and,
 # for the MLP, against PyTorch's own `torch.distributed.tensor.parallel`.
@@ -300,6 +302,105 @@ claim("P1: 4 all-reduces of 64 MiB send 448 MiB per GPU",
 claim("P4: 20 slots per expert", MoEConfig(hidden=8, experts=8, top_k=2, capacity_factor=1.25).capacity(64) == 20)
 
 # %% [markdown]
+# ## 8. Splitting a convolution: by rows with a halo, or by channels like tensor parallelism
+#
+# A convolution layer can be split two ways. **Spatially**: rank r of p keeps a stripe of H/p rows
+# of the image (all channels) and the whole filter. A k × k convolution with 'same' padding computes
+# an output row from the k rows around it, so the first and last k // 2 output rows of a stripe need
+# rows that live on the neighbouring ranks: the **halo**. Before the convolution each rank sends its
+# top k // 2 rows up and its bottom k // 2 rows down, and pads the image's true edges with zeros;
+# then it computes exactly its stripe of the unsplit output. In backward the gradients of the halo
+# rows travel back to their owners, and the filter's gradient — each rank's partial sum over its
+# rows — is added up with one all-reduce, as in data parallelism.
+#
+# **Predict first:** 3 ranks, a 3 × 3 kernel, float64 images of 2 × 3 × 12 × 8. How many bytes does
+# each rank send in forward, and does the middle rank send more?
+#
+# The animation shows the exchange and then the 3 × 3 window sliding down each stripe, all ranks
+# at once (pale rows came from a neighbour, grey rows are the image's zero padding).
+
+# %%
+lab.halo_player(12, 6, 3, 3)
+
+# %%
+from labkit.claims import claim
+from labkit.tensor_parallel import conv
+
+show(conv._HaloExchange)
+ct = lab.conv_table()
+print(ct)
+claim("on 2, 3 and 4 ranks every stripe equals the unsplit layer, gradients too",
+      max(r[3] for r in ct.rows) < 1e-12, f"max |diff| {max(r[3] for r in ct.rows):.1e}")
+claim("each rank sends (neighbours) x (k // 2) rows x B x C x W x 8 B, forward and backward alike",
+      all(r[4] == r[5] == r[6] for r in ct.rows))
+claim("an inner rank sends twice what an edge rank sends", ct.rows[3][4] == 2 * ct.rows[2][4],
+      f"{ct.rows[3][4]} vs {ct.rows[2][4]} B on 3 ranks")
+
+# %% [markdown]
+# ### Exercise 6: `halo_bytes_per_rank`
+#
+# The bytes each rank sends, as a formula. The check compares yours with what the ranks above sent,
+# then grades it.
+
+# %%
+check_your_work("lab07_tensor_parallel", "halo_bytes_per_rank", picture=lab.picture("halo_bytes_per_rank"))
+
+# %% [markdown]
+# **By channels.** Give each rank a quarter of the *output* channels: it needs the whole input and
+# computes whole filters — that is section 1's column-parallel Linear (a convolution is a Linear
+# applied at every pixel, over a k × k window of input channels). Split the *input* channels and
+# each rank's output is a partial sum: row-parallel, with an all-reduce. So a column-split
+# convolution, a ReLU, then a row-split convolution need exactly Megatron's f and g and nothing in
+# between — one all-reduce of the block's output in forward, one of its input gradient in backward:
+#
+# **Predict first:** for conv(3 → 8) · ReLU · conv(8 → 3) on 2 ranks (4 middle channels each), which
+# collectives run, and on how many elements?
+
+# %%
+show(conv.channel_split_pair)
+cc = lab.conv_channel_table()
+print(cc)
+B_, C_, H_, W_ = lab.CONV_SHAPE
+claim("the channel-split pair equals the unsplit one, gradients included", max(r[1] for r in cc.rows) < 1e-12)
+claim("it needs one all-reduce of B x C x H x W elements each way, nothing in between",
+      cc.rows[0][2].count("all_reduce") == 2 and f"{B_ * C_ * H_ * W_} el." in cc.rows[0][2])
+
+# %% [markdown]
+# **Which to choose?** The halo is a surface, the stripe a volume: a rank sends 2·(k // 2) rows
+# whatever the image's height, while a channel split all-reduces whole activations. The channel
+# split, on the other hand, divides the weights by p, and the spatial split keeps every weight on
+# every rank (with a gradient all-reduce per step on top). For an early ResNet layer, with large
+# feature maps and few weights:
+
+# %%
+cost = lab.conv_cost_table()
+print(cost)
+claim("for this layer a spatial split sends over 40x fewer bytes than a channel split",
+      min(r[3] for r in cost.rows) > 40, f"ratio {min(r[3] for r in cost.rows):.0f} to {max(r[3] for r in cost.rows):.0f}")
+claim("but holds all 1.18 MB of weights on each rank, the channel split 1/p of them",
+      all(abs(r[5] * r[0] - r[4]) < 1e-9 for r in cost.rows))
+
+# %% [markdown]
+# Late layers (7 × 7 maps, 2048 channels) turn this around: little activation, many weights —
+# which is why CNNs were split spatially or by samples early in the network, and by channels (or
+# not at all) at the end (Krizhevsky's "one weird trick": data parallelism for convolutions, model
+# parallelism for the fully connected layers).
+#
+# **Problem 5.** A 3 × 3 convolution on 8 × 64 × 224 × 224 bf16 images, split by rows over 4 ranks.
+# Bytes an inner rank sends per forward? And a 5 × 5 kernel?
+#
+# <details><summary>Answer</summary>
+#
+# One row: 8·64·224·2 B = 229,376 B. A 3 × 3 kernel needs 1 row each way: **458,752 B** (0.46 MB); a
+# 5 × 5 kernel 2 rows each way: **917,504 B** — against 8·64·224·224·2 = 51 MB for the whole image.
+#
+# </details>
+
+# %%
+claim("Problem 5: an inner rank sends 458,752 B for 3x3 and 917,504 B for 5x5",
+      conv.halo_bytes(8, 64, 224, 3, 4, 2)[1] == 458_752 and conv.halo_bytes(8, 64, 224, 5, 4, 2)[1] == 917_504)
+
+# %% [markdown]
 # ## Further reading
 #
 # * M. Shoeybi et al., *Megatron-LM: Training Multi-Billion Parameter Language Models Using Model
@@ -308,6 +409,9 @@ claim("P4: 20 slots per expert", MoEConfig(hidden=8, experts=8, top_k=2, capacit
 #   sequence parallelism.
 # * D. Lepikhin et al., *GShard*, ICLR 2021; W. Fedus et al., *Switch Transformers*, JMLR 2022 —
 #   routing, capacity and expert parallelism.
+# * A. Krizhevsky, *One weird trick for parallelizing convolutional neural networks*, 2014; N. Dryden
+#   et al., *Improving Strong-Scaling of CNN Training by Exploiting Finer-Grained Parallelism*,
+#   IPDPS 2019 — spatial (halo) partitioning of convolutions.
 # * PyTorch, *Tensor Parallelism* tutorial and `torch.distributed.tensor.parallel`:
 #   <https://pytorch.org/tutorials/intermediate/TP_tutorial.html>.
 #
@@ -322,8 +426,11 @@ claim("P4: 20 slots per expert", MoEConfig(hidden=8, experts=8, top_k=2, capacit
 # * Sequence parallelism sends the same bytes and keeps 1/t of the LayerNorm activations.
 # * Expert parallelism moves tokens with two all-to-alls per layer per pass; the capacity factor
 #   trades dropped tokens for padding.
+# * A convolution split by rows exchanges halos of k // 2 rows with its neighbours (a surface, not a
+#   volume); split by channels it is column- then row-parallel, one all-reduce each way.
 #
 # **Exercises** (in `exercises/lab07_tensor_parallel.py`): `copy_to_tp`, `reduce_from_tp`,
-# `column_parallel_linear`, `row_parallel_linear`, `vocab_parallel_cross_entropy`; each has a
+# `column_parallel_linear`, `row_parallel_linear`, `vocab_parallel_cross_entropy`,
+# `halo_bytes_per_rank`; each has a
 # "check your work" cell above. Grade them with `python -m labkit.grade --lab 07` (or
 # `make grade LAB=07`).

@@ -34,7 +34,7 @@ from IPython.display import HTML, display
 import labkit
 from labkit.claims import claim, claim_between, claim_close
 from labkit.grading.check import check_your_work
-from labkit.pipeline import Action, ScheduleError, check_schedule, lab, schedule, simulate
+from labkit.pipeline import Action, ScheduleError, check_schedule, lab, schedule, time_schedule
 from labkit.pipeline.async_sim import weight_versions
 from labkit.pipeline.executor import MLPConfig, run_pipeline
 from labkit.pipeline.schedules import _one_f_one_b
@@ -64,7 +64,7 @@ def row(acts):
 # **Predict first:** with m = 1, what share of the four ranks' time is idle?
 
 # %%
-one = simulate(schedule("gpipe", 4, 1), 1, 2)
+one = time_schedule(schedule("gpipe", 4, 1), 1, 2)
 display(HTML(figure_to_html(V.gantt(one, "GPipe, p=4, m=1: one rank busy at a time"))))
 print("makespan", one.makespan, "| bubble fraction", one.bubble_fraction)
 claim("three quarters of all rank-time is idle", one.bubble_fraction == Fraction(3, 4), "bubble 3/4, makespan 12")
@@ -89,7 +89,7 @@ p = 4
 print(" m | simulated share | (p-1)/(m+p-1) | simulated idle/busy | (p-1)/m")
 shares = []
 for m in (1, 2, 4, 8, 16, 32):
-    r = simulate(schedule("gpipe", p, m), 1, 2)
+    r = time_schedule(schedule("gpipe", p, m), 1, 2)
     print(f"{m:2d} | {str(r.bubble_fraction):>15s} | {str(Fraction(p - 1, m + p - 1)):>13s} | "
           f"{str(r.bubble_vs_ideal()):>19s} | {str(Fraction(p - 1, m)):>7s}")
     shares.append((r.bubble_fraction == Fraction(p - 1, m + p - 1), r.bubble_vs_ideal() == Fraction(p - 1, m),
@@ -118,8 +118,8 @@ claim("more microbatches shrink the bubble", all(x > y for (*_, x), (*_, y) in z
 
 # %%
 p, m = 4, 8
-g = simulate(schedule("gpipe", p, m), 1, 2)
-f = simulate(schedule("1f1b", p, m), 1, 2)
+g = time_schedule(schedule("gpipe", p, m), 1, 2)
+f = time_schedule(schedule("1f1b", p, m), 1, 2)
 display(HTML(figure_to_html(V.gantt(g, f"GPipe p={p} m={m}"))))
 display(HTML(figure_to_html(V.gantt(f, f"1F1B p={p} m={m}"))))
 print("makespan   GPipe", g.makespan, "| 1F1B", f.makespan, "| formula (m+p-1)(tf+tb) =", (m + p - 1) * 3)
@@ -150,7 +150,7 @@ ran = torch_executed_order("1f1b", 4, 4)
 ours = schedule("1f1b", 4, 4)
 for r in range(4):
     print(f"rank {r}: {row(ran[r]):32s} same as ours: {ran[r] == ours[r]}")
-placed = simulate(ran, 1, 2)
+placed = time_schedule(ran, 1, 2)
 display(HTML(figure_to_html(V.gantt(placed, "1F1B, p=4, m=4, in the order PyTorch executed"))))
 claim("PyTorch's executed order is ours on every rank", all(ran[r] == ours[r] for r in range(4)), "4 ranks")
 first_b = min(iv.start for iv in placed.timeline[0] if iv.action.kind == "B")
@@ -228,7 +228,7 @@ p, m = 4, 8
 print(" v | simulated bubble | (p-1)/(vm+p-1) | makespan | peak activation sets on rank 0")
 inter = {}
 for v in (1, 2, 4):
-    r = simulate(schedule("interleaved_1f1b", p, m, v), Fraction(1, v), Fraction(2, v))
+    r = time_schedule(schedule("interleaved_1f1b", p, m, v), Fraction(1, v), Fraction(2, v))
     inter[v] = r
     print(f" {v} | {str(r.bubble_fraction):>16s} | {str(Fraction(p - 1, v * m + p - 1)):>14s} | "
           f"{str(r.makespan):>8s} | {r.peak_inflight[0]}")
@@ -246,7 +246,7 @@ claim("the bubble is (p-1)/(vm+p-1) exactly for v = 1, 2, 4", all(inter[v].bubbl
 # %%
 small = {}
 for m in (2, 3, 4, 5, 6):
-    r = simulate(schedule("interleaved_1f1b", 4, m, 2), Fraction(1, 2), 1)
+    r = time_schedule(schedule("interleaved_1f1b", 4, m, 2), Fraction(1, 2), 1)
     small[m] = (r.bubble_fraction, Fraction(3, 2 * m + 3))
     print(f"p=4 v=2 m={m}: simulated {str(r.bubble_fraction):>5s}, formula {Fraction(3, 2 * m + 3)}")
 claim("exact for m >= p, larger for m < p", all(a == b for m, (a, b) in small.items() if m >= 4)
@@ -359,15 +359,15 @@ claim("zero bubble: 8 sets (4 rank-shares), not 11, and a shorter step",
 # %%
 tf, tb = [1, 1, 3, 1], [2, 2, 5, 2]
 for kind in ("gpipe", "1f1b"):
-    spans = [simulate(schedule(kind, 4, m), tf, tb).makespan for m in (4, 5, 6, 7, 8)]
+    spans = [time_schedule(schedule(kind, 4, m), tf, tb).makespan for m in (4, 5, 6, 7, 8)]
     print(f"{kind:5s} makespan for m=4..8: {spans}; increments {[b - a for a, b in zip(spans, spans[1:])]}")
     claim(f"{kind}: every extra microbatch costs the slowest stage's 3 + 5", {b - a for a, b in zip(spans, spans[1:])}
           == {8}, "8 units")
 print("GPipe closed form at m=8:", sum(tf) + sum(tb) + 7 * (3 + 5))
-claim("GPipe's step is the flow-shop closed form", simulate(schedule("gpipe", 4, 8), tf, tb).makespan
+claim("GPipe's step is the flow-shop closed form", time_schedule(schedule("gpipe", 4, 8), tf, tb).makespan
       == sum(tf) + sum(tb) + 7 * (3 + 5), "73")
-r = simulate(schedule("1f1b", 4, 8), tf, tb)
-balanced = simulate(schedule("1f1b", 4, 8), 1, 2).bubble_fraction
+r = time_schedule(schedule("1f1b", 4, 8), tf, tb)
+balanced = time_schedule(schedule("1f1b", 4, 8), 1, 2).bubble_fraction
 print("1F1B bubble with the slow stage:", round(float(r.bubble_fraction), 3), "| balanced:", round(float(balanced), 3))
 claim("the slow stage makes everyone wait", r.bubble_fraction > balanced, f"{float(r.bubble_fraction):.3f} > "
       f"{float(balanced):.3f}")
@@ -475,7 +475,7 @@ for kind in ("gpipe", "1f1b"):
 # %% [markdown]
 # The measured bubble is usually larger than the simulated one: the simulator has no cost for sending a
 # tensor between processes, and on a shared 2-core machine a rank sometimes waits for a core.
-# `simulate(..., p2p_latency=...)` adds a per-hop cost if you want to fit it.
+# `time_schedule(..., p2p_latency=...)` adds a per-hop cost if you want to fit it.
 #
 # ### Our executor vs PyTorch's, step time
 #
@@ -512,7 +512,7 @@ V.pipeline_widget()
 # end of the step. Each design below drops one of those assumptions. They are timed with the
 # same event simulator; the two bidirectional ones need a stage placement the lab's
 # `stage s on rank s mod p` cannot express, so `labkit.pipeline.chimera` adds an explicit one
-# (`Layout`) and `simulate_placed`, which gives exactly `simulate`'s results on the lab's own
+# (`Layout`) and `simulate_placed`, which gives exactly `time_schedule`'s results on the lab's own
 # placement (the tests check this schedule by schedule).
 #
 # ### 8.1 Chimera: two pipelines in opposite directions

@@ -10,14 +10,17 @@
 #
 # **You will be able to**
 # 1. say how many bytes per parameter Adam training needs, in fp32 and in mixed precision, and why
-#    a 70-billion-parameter model needs over a terabyte before its first activation;
+#    a 70-billion-parameter model needs over a terabyte before its first activation — and why
+#    models outgrew one device (the memory wall);
 # 2. count the activations a transformer block keeps for backward, and read a memory timeline of
 #    forward, backward and the optimizer step;
 # 3. write activation checkpointing yourself and predict its memory for any segment length, with
 #    its optimum near √N, and its cost: one extra forward;
 # 4. compare selective and full recomputation, and gradient accumulation;
 # 5. train in bf16 and fp16, and see what loss scaling rescues; put optimizer states on a slower
-#    tier; quantize weights to 8 and 4 bits and measure what it costs.
+#    tier; quantize weights to 8 and 4 bits and measure what it costs;
+# 6. size the memory of inference: two activations for a forward-only chain, the KV cache of a
+#    decoder, and the activations of a CNN and an RNN.
 #
 # The measuring instrument is `labkit.memory.tracker.MemoryTracker`: a PyTorch *dispatch mode* that
 # sees every operation, counts each tensor storage it creates (views share storage, so they cost
@@ -32,7 +35,8 @@ import torch
 import labkit
 from labkit.claims import claim, claim_between, claim_close
 from labkit.grading.check import check_your_work
-from labkit.memory import accumulation, checkpointing, lab, mixed_precision, offload, quantize, recompute
+from labkit.memory import accumulation, lab, mixed_precision, offload, quantize, recompute
+from labkit.memory import activation_checkpointing as checkpointing
 from labkit.memory.estimate import activation_bytes_per_layer, gpt_layer_saved_bytes
 from labkit.memory.tracker import MemoryTracker
 from labkit.model import GPTConfig
@@ -100,6 +104,82 @@ claim("through an fp32 master they add up and reach the bf16 copy", lost.with_ma
 # smaller than half of that, 0.002, rounds back to 1.0. With an fp32 master, the updates add up
 # there and reach the bf16 copy.
 #
+# ### 1.1 The memory wall: why models outgrew one device
+#
+# Sixteen bytes per parameter is a fixed price; what changed is the number of parameters. Put each
+# well-known model next to the largest accelerator memory on sale in its year and count how many
+# such devices its model states fill, before any activation. For the GPT-shaped models we do not
+# copy the paper's rounded count: we build each one from its published shape on PyTorch's `meta`
+# device — tensors with shapes but no storage, so even 530 billion parameters cost nothing — and
+# count. BERT, PaLM and Llama have other layer shapes; for them we take the count their papers state.
+#
+# **Predict first:** BERT-Large's training state (2018) fit on one 32 GB V100. How many 80 GB
+# devices — the largest of 2021 — does Megatron-Turing NLG's take, three years later?
+
+# %%
+import math
+
+from labkit.memory import wall
+from labkit.model import GPT
+
+gaps = {}
+for m in wall.MODELS:
+    if m.config is not None:
+        with torch.device("meta"):                 # shapes only: no memory is allocated
+            built = sum(p.numel() for p in GPT(m.config).parameters())
+        gaps[m.name] = (built, m.params, abs(built - m.stated) / m.stated)
+        print(f"{m.name:20s} built {built / 1e9:8.3f} B   paper {m.stated / 1e9:6.3f} B")
+claim("each model built on the meta device has exactly labkit's closed-form parameter count",
+      all(b == p for b, p, _ in gaps.values()), f"{len(gaps)} models")
+claim_between("and each is within 1.5% of the count its paper states", max(g for *_, g in gaps.values()),
+              0, 0.015)
+
+# %%
+wall_rows = wall.wall_rows()
+print(lab.wall_table())
+by_name = {r.model.name: r for r in wall_rows}
+claim("BERT-Large's states fit on one device in 2018", by_name["BERT-Large"].devices == 1,
+      f"{by_name['BERT-Large'].state_bytes / 1e9:.1f} GB on a 32 GB V100")
+claim_close("Megatron-Turing NLG's fill 106 of 2021's largest devices",
+            by_name["Megatron-Turing NLG"].devices, 106)
+claim_close("GPT-3's states alone are 2.8 TB", by_name["GPT-3"].state_bytes / 1e12, 2.8, abs_=0.05, unit=" TB")
+
+# %% [markdown]
+# From one device to 106 in three years. Each state byte is the formula of section 1, 16·Ψ; the
+# parameter counts are measured. How fast did each side grow? A straight line through log(value)
+# against the year gives a factor per year:
+
+# %%
+model_growth = wall.growth_per_year([(r.model.year, r.model.params) for r in wall_rows if r.model.year <= 2021])
+memory_growth = wall.growth_per_year([(d.year, d.gb) for d in wall.DEVICES])
+print(f"model parameters 2018-2021: x{model_growth:.1f} a year")
+print(f"largest device memory 2016-2024: x{memory_growth:.2f} a year")
+claim_between("models grew about ten-fold a year from 2018 to 2021", model_growth, 8, 16)
+claim_between("device memory grew about a third a year", memory_growth, 1.2, 1.5)
+claim_between("i.e. it doubled every two to two and a half years", math.log(2) / math.log(memory_growth), 2, 2.5,
+              unit=" years")
+b200 = wall.largest_device(2024)
+fits = b200.gb * wall.GB / wall.model_state_bytes(1)
+claim_close("the largest device of 2024 holds the states of a 12B-parameter model", fits / 1e9, 12)
+claim("and 2024's Llama 3.1 405B still needs more than 30 of them", by_name["Llama 3.1 405B"].devices > 30,
+      f"{by_name['Llama 3.1 405B'].devices} x {b200.name}")
+
+# %% [markdown]
+# **A common mistake** is to say the next GPU generation will make room. Memory doubled every two
+# to two and a half years (1.35× a year) while the largest models grew about ten-fold a year; the gap
+# is the *memory wall*. After 2021 frontier models stopped growing as fast — training on more tokens
+# paid better than more parameters — but a 405B model still fills 34 of 2024's largest devices.
+# Press Play to watch the gap open year by year:
+
+# %%
+lab.wall_player()
+
+# %% [markdown]
+# Everything after this section is a response to that gap: this lab keeps fewer bytes per
+# device (recomputation, lower precision, offload); Lab 10 shards the states over data-parallel
+# ranks (ZeRO); Labs 07, 08 and 11 split the model itself; Lab 11 ends with a guide to which
+# split to choose.
+#
 # ## 2. A step, op by op
 #
 # The tracker records the bytes live after every op. Here is one training step of a chain of 8
@@ -109,7 +189,7 @@ claim("through an fp32 master they add up and reach the bf16 copy", lost.with_ma
 # step?
 
 # %%
-V.checkpoint_widget(n_layers=8)
+lab.checkpoint_widget(n_layers=8)
 
 # %% [markdown]
 # Frame 1 is the plain step (the peak here is of all bytes; the title gives the activations'
@@ -460,8 +540,8 @@ claim_between("about 0.009 on average", -d["mean"], 0.006, 0.012)
 
 # %% [markdown]
 # QAT's int4 model ends below the control's in each of the five, by about 0.009 on average: it
-# learned weights that survive rounding. (The seeds vary the fine-tuning batches of one trained
-# model; the trained model itself is the same.)
+# learned weights that survive rounding. (The five runs differ only in the fine-tuning batches
+# drawn for one trained model; the trained model itself is the same.)
 #
 # ## 10. Worked problems
 #
@@ -613,6 +693,169 @@ claim("over NVLink-C2C they hide at both widths", min(ratio["NVLink-C2C", h] for
 print(AO.save_on_cpu_report())
 
 # %% [markdown]
+# ## 12. Inference memory: activation lifetime, the KV cache, CNNs and RNNs
+#
+# Everything so far was a training step, where autograd keeps activations until backward. Serving
+# a model is different: there is no backward, so an activation is needed only until the next
+# layer has read it. And generating text one token at a time brings a new kind of state, the
+# **KV cache**.
+#
+# ### 12.1 A forward pass without autograd: two buffers suffice
+#
+# Under `torch.no_grad()` nothing is saved. While layer i + 1 writes its output, its input (layer
+# i's output) is still alive; as soon as it returns, the input can go. So for a chain whose layers
+# output a₁, …, a_L bytes the peak is **max(a₁, max_i (a_i + a_{i+1}))** — two neighbouring
+# activations, however deep the chain. A training forward keeps what each op needs for backward:
+# for Linear + ReLU pairs, every ReLU output (a Linear keeps its input, a ReLU its output, and the
+# Linear's own output is freed once its ReLU has run), a sum that grows with depth.
+#
+# **Predict first:** widths 128 → 128 → … (six widths: five Linear+ReLU pairs, 10 module outputs
+# of 8 KiB each at batch 16, float32). The forward-only peak? What does a training forward keep?
+
+# %%
+from labkit.memory import inference as Inf
+from labkit.memory.lab import chain_table, cnn_rnn_table, kv_table, lifetime_player
+
+ct = chain_table()
+print(ct)
+claim("the measured forward-only peak is max(a1, max a_i + a_(i+1)) on every chain",
+      all(r[4] == r[5] for r in ct.rows), f"{[r[4] for r in ct.rows]}")
+claim("for equal widths it is exactly two activations", all(r[4] == 2 * r[3] for r in ct.rows if len(set(
+      r[0].split())) == 1), "two buffers")
+claim("what a training forward keeps equals the ReLU outputs' sum, and grows with depth",
+      all(r[6] == r[7] for r in ct.rows) and ct.rows[2][6] == 5 * ct.rows[2][3])
+
+# %% [markdown]
+# The animation steps through both passes of a four-layer chain, module by module: after a module
+# has run (its input and its output exist) and after the caller has moved on (the input released).
+# The forward-only row never holds more than two boxes; the training row keeps every ReLU output.
+
+# %%
+lifetime_player((64, 64, 64, 64), 8)
+
+# %% [markdown]
+# ### Exercise 3: `forward_only_peak`
+#
+# The cell below runs yours on the three chains above, next to the measured peaks, then grades it.
+
+# %%
+check_your_work("lab09_memory", "forward_only_peak", picture=lab.picture("forward_only_peak"))
+
+# %% [markdown]
+# ### 12.2 The KV cache
+#
+# A decoder generates token t + 1 from tokens 1 … t. Recomputing every earlier token's keys and
+# values at each step would make a step cost grow with t; instead each layer keeps them. One
+# token of one sequence costs **2 · layers · kv_heads · head_dim · bytes per element**: K and V,
+# every layer. With multi-head attention kv_heads = heads (so kv_heads · head_dim = hidden);
+# grouped-query attention (GQA) lets several query heads share one key/value head.
+# `labkit.memory.inference.generate` decodes our GPT with a cache (`KVCache`): the model's own
+# layers, one new token at a time, each attending to the cached keys and values.
+#
+# **Predict first:** our GPT with 3 layers, hidden 48, float32, batch 2. Bytes per token? And does
+# cached decoding give the same logits as running the whole sequence through the model?
+
+# %%
+kvm = Inf.measure_kv_cache(batch=2, tokens=12)
+print(f"closed form: {kvm.per_token} B per token (2 x 3 layers x 48 x 4 B x batch 2)")
+print(f"cache held after 1..5 tokens: {kvm.held[:5]}")
+print(f"live bytes added per step (tracker): {sorted(set(kvm.tracker_growth))}")
+print(f"cached logits vs full forward: max |difference| {kvm.max_error:.1e}")
+claim("the cache holds t times the closed form after t tokens",
+      kvm.held == tuple(kvm.per_token * (t + 1) for t in range(12)), f"{kvm.per_token} B per token")
+claim("each decoding step leaves exactly one token's K and V behind (tracker)",
+      set(kvm.tracker_growth) == {kvm.per_token})
+claim("cached decoding gives the full forward's logits", kvm.same_logits,
+      f"within {kvm.tolerance:g}: summation order only")
+
+# %% [markdown]
+# At real sizes this is the largest part of serving memory after the weights: for published shapes
+# (16-bit), per token and for one 4096-token sequence:
+
+# %%
+kt = kv_table()
+print(kt)
+per = {r[0].split(" (")[0]: r[4] for r in kt.rows}
+claim("GPT-3's cache needs 4.5 MiB per token, 19 GB for one 4096-token sequence",
+      per["GPT-3 175B"] == 4608 and abs(kt.rows[0][5] - 19.33) < 0.01)
+claim("grouped-query attention makes Llama 2 70B's cache smaller than Llama 2 7B's",
+      per["Llama 2 70B, GQA"] < per["Llama 2 7B"], f"{per['Llama 2 70B, GQA']:.0f} vs {per['Llama 2 7B']:.0f} KiB")
+
+# %% [markdown]
+# ### Exercise 4: `kv_cache_bytes`
+#
+# The check runs yours against the cache filled while decoding our GPT and on the three published
+# shapes, then grades it.
+
+# %%
+check_your_work("lab09_memory", "kv_cache_bytes", picture=lab.picture("kv_cache_bytes"))
+
+# %% [markdown]
+# ### 12.3 Activations of a small CNN and an RNN
+#
+# The same bookkeeping works for any network: list what each op keeps for backward, count each
+# storage once. In a CNN a convolution keeps its input, a ReLU its output, a max-pooling the
+# position of each maximum — as **int64**, twice the bytes of a float32 — and its output, which the
+# next layer keeps as its input. A recurrent network keeps every step's hidden state h_t (tanh keeps
+# its output), and the input itself, since every step's `x[:, t]` is a view of it. So the CNN's
+# activations shrink with each pooling while an RNN's grow with the sequence.
+#
+# **Predict first:** which single tensor is the CNN's largest? Which costs more, the two poolings'
+# indices or their outputs?
+
+# %%
+cr = cnn_rnn_table()
+print(cr)
+tot = {r[0]: r for r in cr.rows if r[1] == "total"}
+claim("the CNN's closed form equals the bytes measured at the end of its forward",
+      tot["CNN"][2] == tot["CNN"][3], f"{tot['CNN'][3]:,} B")
+claim("and the RNN's", tot["RNN"][2] == tot["RNN"][3], f"{tot['RNN'][3]:,} B")
+idx = sum(r[2] for r in cr.rows if "indices" in r[1])
+outs = sum(r[2] for r in cr.rows if r[1] in ("pool1 output", "pool2 output"))
+claim("max-pooling's int64 indices take twice the bytes of its outputs", idx == 2 * outs, f"{idx} vs {outs} B")
+
+# %% [markdown]
+# ### 12.4 Worked problems
+#
+# **Problem 1.** A 24-layer MLP of width 4096, batch 64, bf16, served without autograd. Peak
+# activation memory? And kept by a training forward (Linear + ReLU per layer)?
+#
+# <details><summary>Answer</summary>
+#
+# One activation: 64·4096·2 = 512 KiB. Forward only: **1 MiB** (two). Training keeps 24 ReLU outputs:
+# **12 MiB** — and more with attention or normalisation layers.
+#
+# </details>
+#
+# **Problem 2.** Llama 2 70B (80 layers, 8 key/value heads of 128, bf16) serves 32 sequences of
+# 4096 tokens. KV cache? With 64 key/value heads (no GQA)?
+#
+# <details><summary>Answer</summary>
+#
+# 320 KiB/token · 4096 · 32 = **40 GiB** (42.9 GB); without GQA 8× as much, **320 GiB** — more than
+# the 140 GB of the weights themselves.
+#
+# </details>
+#
+# **Problem 3.** The CNN above with 32×32 images instead of 16×16. By what factor do its kept
+# activations grow?
+#
+# <details><summary>Answer</summary>
+#
+# Every feature map has 4× the pixels, so everything but the logits grows **4×** (the Linear layer
+# is also 4× wider, but its weights are parameters, not activations).
+#
+# </details>
+
+# %%
+claim("Problem 2: 40 GiB of KV cache for 32 x 4096 tokens of Llama 2 70B",
+      Inf.kv_cache_bytes_per_token(80, 8, 128, 2) * 4096 * 32 == 40 * 2**30)
+big = Inf.cnn_activation_bytes(4, 8, 16, 32, 10)
+small = Inf.cnn_activation_bytes(4, 8, 16, 16, 10)
+claim("Problem 3: the CNN's activations (logits aside) grow 4x from 16x16 to 32x32 images",
+      big["total"] - big["logits"] == 4 * (small["total"] - small["logits"]))
+
+# %% [markdown]
 # ## Further reading
 #
 # * T. Chen et al., *Training Deep Nets with Sublinear Memory Cost*, 2016 — checkpointing, √N.
@@ -629,6 +872,8 @@ print(AO.save_on_cpu_report())
 #
 # * Adam needs 16 bytes per parameter in fp32 and in mixed precision; activations come on top and
 #   grow with batch and sequence (s² in attention).
+# * The memory wall: from 2018 to 2021 the largest models grew about ten-fold a year, device
+#   memory about a third a year; Megatron-Turing NLG's states fill 106 devices of 80 GB.
 # * A block of our GPT keeps (8 + 2r)·b·s·h·e + 4·b·s·e + a·b·s²·e + s² bytes, measured to the byte
 #   on a CPU.
 # * Checkpointing keeps segment inputs and recomputes: (N/k + k) activations, best at k ≈ √N, for
@@ -637,7 +882,11 @@ print(AO.save_on_cpu_report())
 #   activation memory at no change in the gradients.
 # * bf16 needs no loss scaling; fp16 does. Offload trades step time for device memory; int8 weights
 #   are nearly free, int4 costs some loss that QAT recovers in part (in five of five seeds here).
+# * Without autograd a chain needs two activations at a time; a decoder's KV cache costs
+#   2·layers·kv_heads·head_dim·e bytes per token; CNN and RNN activations follow from what each op
+#   keeps (int64 pooling indices, every hidden state), counted to the byte.
 #
-# **Exercises** (in `exercises/lab09_memory.py`): `checkpointed_forward`, `block_activation_bytes`;
+# **Exercises** (in `exercises/lab09_memory.py`): `checkpointed_forward`, `block_activation_bytes`,
+# `forward_only_peak`, `kv_cache_bytes`;
 # each has a "check your work" cell above. Grade them with `python -m labkit.grade --lab 09` (or
 # `make grade LAB=09`).

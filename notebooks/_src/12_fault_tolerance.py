@@ -19,7 +19,9 @@
 # 4. survive a killed rank with a restart from the last checkpoint — your own supervisor, and
 #    torchrun — and keep going on fewer ranks;
 # 5. save a sharded model from N ranks and load it on M;
-# 6. correct an error inside a matmul from its checksums, and compute the reliability of voting.
+# 6. correct an error inside a matmul from its checksums, and compute the reliability of voting;
+# 7. keep checkpoints in memory, on a peer and on disk, recover from each kind of failure from the
+#    nearest one, and decide what to replicate.
 #
 # Whenever you see **Predict first**, write your guess down before running the next cell.
 
@@ -519,6 +521,274 @@ claim("Problems 1-3 as answered", (round(M16), round(tau), round(interval.first_
       f"M {M16:.0f} s, tau {tau:.0f} s = {tau / 60:.1f} min")
 
 # %% [markdown]
+# ## 10. Beyond one checkpoint: tiers and replicas
+#
+# Section 6 paid for every failure with the same checkpoint: written to storage every τ, restored
+# from storage after each failure, with half an interval lost on average. Minutes to write makes τ
+# long. But most failures destroy much less than everything: a crashed *process* leaves its
+# machine's memory intact, and a lost *machine* leaves the others'. Two ideas follow.
+# **Hierarchical checkpoints** keep cheap, frequent copies in memory for the common failures and
+# the expensive one on storage for the rare ones. **Replication** keeps a second copy of a part of
+# the job running, so that its loss costs no rollback at all.
+#
+# ### 10.1 Three tiers, on real ranks
+#
+# `labkit.checkpoint.hierarchical` trains the GPT of section 3 on 4 ranks, pretending that ranks
+# 0–1 and 2–3 are two machines ("nodes"), with three tiers of checkpoints:
+#
+# * **memory**, every step: each rank writes its whole state (weights, optimizer, schedule,
+#   generators, data position) to its node's memory, a RAM-backed folder (`/dev/shm`) that outlives
+#   the process but not the machine. CheckFreq (Mohan et al., 2021) calls this cheap copy the
+#   *snapshot*.
+# * **peer**, every step: the snapshot's bytes go over the process group to a rank on *another*
+#   node, which keeps them in its memory. Gemini (Wang et al., 2023) checkpoints large-model
+#   training to the CPU memory of the machines themselves this way.
+# * **disk**, every 4 steps: a background thread writes the snapshot to disk while training goes
+#   on (CheckFreq's *persist*), at most one write in flight.
+#
+# After a failure the ranks agree on the newest step that *every* rank can get back from some tier
+# (a recovery line, as in section 4), and each takes it from the nearest tier that has it: its
+# memory, else its peer (which sends the bytes back), else the disk.
+#
+# | failure | example | memory | peer copy | disk |
+# |---|---|---|---|---|
+# | process | a rank's process crashes | kept | kept | kept |
+# | node | a machine, and its memory, is lost | lost | kept (on another node) | kept |
+# | job | every machine's memory is lost | lost | lost | kept |
+#
+# **Predict first:** rank 1 dies after step 7. For each kind of failure, from which step does the
+# job resume, and how many steps are done again? With the disk alone?
+
+# %%
+from labkit.checkpoint import hierarchical, multilevel
+
+tiers, tier_times = lab.tiers_demo()
+print(tiers)
+t = {r[0]: dict(zip(tiers.columns, r)) for r in tiers.rows}
+claim("after every kind of failure the run ends bit for bit as the uninterrupted one",
+      tiers.column("= uninterrupted") == ["yes"] * 3, "process, node, job")
+claim("a process failure: all four ranks resume from memory at step 6, one step redone",
+      (t["process"]["ranks resumed from"], t["process"]["step"], t["process"]["redone"]) == ("memory x4", 6, 1))
+claim("a node failure: its two ranks resume from their peers' copies, at the same step",
+      (t["node"]["ranks resumed from"], t["node"]["step"]) == ("memory x2, peer x2", 6), t["node"]["memory lost"])
+claim("every memory lost: the disk, three steps redone - what the disk alone redoes every time",
+      (t["job"]["ranks resumed from"], t["job"]["redone"]) == ("disk x4", 3)
+      and tiers.column("disk only: redone") == [3, 3, 3])
+
+# %% [markdown]
+# The cost of each tier on this machine, measured in the same runs (they vary from run to run):
+
+# %% tags=["nbval-ignore-output"]
+ms = lambda xs: f"{1e3 * sum(xs) / len(xs):.1f} ms"  # noqa: E731
+print(f"per step: snapshot + peer copy {ms(tier_times['stall'])}; a background disk write "
+      f"{ms(tier_times['persist'])}")
+print("restore (slowest rank):", ", ".join(f"{k} {1e3 * max(tier_times[k]):.0f} ms" for k in ("process", "node", "job")))
+
+# %% [markdown]
+# On this machine every tier is memory: the "disk" writes land in the operating system's page
+# cache, and the peer is a process on the same machine. The measured restore times are all tens
+# of milliseconds; the difference that matters is *how far back* each tier is — one step for the
+# memory tiers, up to the disk interval for the disk. On a cluster the gap in speed is real too:
+# a snapshot copies from GPU to host memory, a peer copy crosses the network once, and the disk is
+# shared storage that every rank writes at once.
+#
+# Where each rank's copy goes matters: pick a failure and a node.
+
+# %%
+V.tiers_widget(hierarchical.peer_ranks(8, 2), 2)
+
+# %% [markdown]
+# ### Exercise 6: `peer_ranks`
+#
+# Write `peer_ranks(world, per_node)`: for every rank, the rank that keeps its in-memory copy —
+# never on its own node, and every rank keeping exactly one copy. The cell draws yours and lists,
+# node by node, the ranks a node's loss would send back to the disk.
+
+# %%
+check_your_work("lab12_fault_tolerance", "peer_ranks", picture=lab.picture("peer_ranks"))
+
+# %% [markdown]
+# ### 10.2 Expected wall time: one level against three
+#
+# Section 6's simulator, generalised (`labkit.checkpoint.multilevel`): levels with their own
+# interval (the finer ones nested in the coarser), checkpoint cost and restart time, and kinds of
+# failure with their own MTBF, each falling back to the newest checkpoint of a level it leaves
+# intact. With one level and one kind it is section 6's model. To first order the waste is
+#
+#     Σ_levels C_l/τ_l  +  Σ_kinds λ_k·(τ_{l(k)}/2 + R_{l(k)}),
+#
+# l(k) the level failure kind k falls back to: each level pays its own C/τ, and each failure half
+# an interval *of its own level* plus that level's restart. So each level's best interval is
+# Young's √(2C_l/Λ_l), Λ_l the rate of the failures it serves.
+#
+# An example — assumed numbers, not measured ones: a process fails every 3 hours, a machine every
+# 12, every machine's memory every 48 (the sum: one failure per 2.3 hours); a memory checkpoint
+# blocks 1 s (restart 1 min), a peer copy 5 s (restart 1.5 min), a disk checkpoint 2 min (restart
+# 5 min). Young's intervals come out at 2.4, 11 and 107 minutes; we take 150 s, 600 s, 6000 s.
+#
+# **Predict first:** 24 hours of work. How long does the job take with the disk alone at Daly's
+# interval (section 6), and with all three tiers?
+
+# %%
+levels, kinds = lab.scenario()
+young = multilevel.young_per_level(levels, kinds)
+print("Young's interval per level:", ", ".join(f"{k} {v:.0f} s" for k, v in young.items()))
+mtbf = 1 / sum(1 / k.mtbf_s for k in kinds)
+claim_close("one failure every 2.3 hours", mtbf / 3600, 2.3, abs_=0.05, unit=" h")
+claim("Young's intervals: 2.4, 11 and 107 minutes",
+      [round(v / 60, 1) for v in young.values()] == [2.4, 11.0, 107.3], str([round(v / 60, 1) for v in young.values()]))
+claim_close("Daly's interval for the disk alone is 22 minutes", interval.daly_interval(120.0, mtbf) / 60, 22, abs_=0.5,
+            unit=" min")
+print(lab.recovery_table())
+wall = lab.multilevel_table()
+print(wall)
+w = {r[0]: dict(zip(wall.columns, r)) for r in wall.rows}
+closed = w["disk only, closed form"]["wall h"]
+for name in ("Lab 12 simulator", "multi-level simulator"):
+    claim_close(f"disk only: {name} = closed form, to 3 SE", w[f"disk only, {name}"]["wall h"], closed,
+                abs_=round(3 * w[f"disk only, {name}"]["+- h"], 2), unit=" h")
+three, two = w["memory + peer + disk"], w["memory + disk"]
+claim_between("three tiers save more than 3.5 hours of the 29.7", closed - three["wall h"], 3.5, 4.5, unit=" h")
+claim_between("the peer tier alone is worth about 1.6 hours", two["wall h"] - three["wall h"], 1.5, 1.8, unit=" h")
+for r in (two, three):
+    claim_close(f"{r['scheme']}: first order within 2 % of the simulation", r["first order h"], r["wall h"], rel=0.02,
+                unit=" h")
+process = lab.recovery_table().rows[0]
+claim("a process failure costs 135 s instead of 963 s", [round(x) for x in process[5:]] == [135, 963])
+claim_between("three tiers: under 26 hours", three["wall h"], 25.0, 26.0, unit=" h")
+claim_between("for the disk alone the first order is 2 to 3 % short",
+              1 - w["disk only, Lab 12 simulator"]["first order h"] / closed, 0.02, 0.03)
+
+# %% [markdown]
+# The disk alone: 29.7 hours, and section 6's simulator and ours agree with the closed form. Three
+# tiers: under 26 hours. Process failures, the commonest, now cost two minutes and a quarter
+# instead of sixteen; the disk interval stretches from 22 minutes to 100, because only the rare
+# loss of every machine needs it. Without the peer copy, every lost machine falls back to the disk:
+# about 1.6 hours more. (The first-order formula is within a per cent or two here; for the disk alone,
+# where a fifth of the time is wasted, it is 2.4 % short — the closed form of section 6 is exact.)
+#
+# ### 10.3 Selective replication
+#
+# A checkpoint, however close, still means stopping, restarting and redoing work. A **replica**
+# — a standby that follows the component it protects and takes over when it fails — costs no
+# rollback, but doubles the devices of what it protects. Replicating everything is rarely worth
+# it; replicating the part whose failure costs most for its size often is.
+#
+# The classic case is the parameter server of Lab 06: one process whose loss stops every worker.
+# `labkit.checkpoint.replicated_ps` adds one process, a backup. The primary sums the workers'
+# gradients, forwards the new parameters to the backup and waits for its acknowledgement before
+# replying to the workers; when the primary dies, the backup takes over, and a worker whose push
+# went unanswered sends it again (a push for a clock the backup already has is answered, not
+# applied twice). The primary is killed with SIGKILL at clock 5, once just after forwarding and
+# once just before.
+#
+# **Predict first:** in each case, does every worker end with exactly the parameters of a run
+# that never failed? And without the backup?
+
+# %%
+ps = lab.replicated_ps_table()
+print(ps)
+r = {row[0]: row for row in ps.rows}
+claim("with a backup, every run finishes with one process's synchronous SGD, bit for bit",
+      all(r[k][1] == r[k][3] == "yes" for k in ("no failure", "primary dies after forwarding",
+                                                "primary dies before forwarding")), "3 runs")
+claim("the backup takes over from clock 5, or from 4 and redoes 5 if the primary died before forwarding",
+      (r["primary dies after forwarding"][2], r["primary dies before forwarding"][2]) == (5, 4))
+claim("without a backup the run ends; a worker reports it",
+      r["primary dies, no backup"][1] == "no" and r["primary dies, no backup"][3].startswith("a worker"),
+      r["primary dies, no backup"][3])
+
+# %% [markdown]
+# No clock lost, none applied twice: the result is the failure-free run's, to the last bit. The
+# price is one process and one message per clock. Without the backup a worker's wait ends with
+# "connection reset" and the job with it.
+#
+# Which part of a larger job deserves a standby? Per standby machine, a replica removes
+# λ·(τ/2 + R − F) of wall time per second of work (λ a machine's failure rate, R the component's
+# restart, F the failover): the most where restarting that component is slow. An example with
+# assumed numbers: a pipeline whose first stage holds the embedding tables on 4 large-memory hosts
+# (a restart reloads them: 30 minutes) and three transformer stages on 4 GPU nodes each (restart
+# 5 minutes), every machine failing once a month, checkpoints hourly:
+
+# %%
+rep = lab.replication_table()
+print(rep)
+e = {row[0]: row for row in rep.rows}
+per_machine = e["embedding"][3] / e["stage 1"][3]
+claim_between("a standby for the embedding stage removes 1.7 times the waste per machine", per_machine, 1.6, 1.8)
+claim("replicating every stage doubles the machines to cut the waste by under a third",
+      e["embedding, stage 1, stage 2, stage 3"][1] == 16 and
+      e["embedding, stage 1, stage 2, stage 3"][2] > 2 / 3 * e["none"][2],
+      f"{e['none'][2]:.2f} % -> {e['embedding, stage 1, stage 2, stage 3'][2]:.2f} %")
+best, _ = multilevel.best_replication(lab.pipeline_components(), 3600.0, 120.0, 30.0, extra_devices=4)
+claim("with 4 spare machines the best choice is the embedding stage", best == ("embedding",), str(best))
+
+# %% [markdown]
+# Replicating everything removes less than a third of the waste for twice the machines; a standby
+# for the slow stage alone removes the most per machine. The same reasoning puts replicas on
+# parameter servers, schedulers and metadata services — small parts whose loss stops everything —
+# and checkpoints on the rest.
+#
+# ### 10.4 Worked problems
+#
+# **Problem 5.** Memory snapshots every 2 minutes, restart from memory in 1 minute. What does a
+# process failure cost on average? And with disk checkpoints every 30 minutes and a 5-minute
+# restart?
+#
+# <details><summary>Answer</summary>
+#
+# Memory: 60 + 120/2 = **120 s**. Disk: 300 + 1 800/2 = **1 200 s**, ten times as much.
+#
+# </details>
+#
+# **Problem 6.** 16 ranks on nodes of 8. Give a placement of the peer copies that survives the
+# loss of any one node. Does rank r's copy on rank r + 1 work?
+#
+# <details><summary>Answer</summary>
+#
+# **peers[r] = (r + 8) mod 16**: each rank's copy on the other node. r + 1 keeps 14 of the 16
+# copies on their own node: losing a node loses all but one of its ranks' checkpoints.
+#
+# </details>
+#
+# **Problem 7.** Memory checkpoints block 2 s every 100 s; disk checkpoints 200 s every 5 000 s.
+# Process failures every 2 hours restart from memory (30 s), the rest — every 50 hours — from
+# disk (600 s). What fraction is wasted, to first order?
+#
+# <details><summary>Answer</summary>
+#
+# 2/100 + 200/5 000 + (50 + 30)/7 200 + (2 500 + 600)/180 000 = 0.020 + 0.040 + 0.011 + 0.017 ≈
+# **8.8 %**.
+#
+# </details>
+#
+# **Problem 8.** Why must the primary server wait for the backup's acknowledgement before replying
+# to the workers?
+#
+# <details><summary>Answer</summary>
+#
+# Otherwise a worker could compute its next gradient on parameters the backup never received. If
+# the primary then died, the backup would redo the clock from the older parameters while that
+# worker's gradient came from newer ones: the run would match **no** failure-free run.
+#
+# </details>
+
+# %%
+# The answers above, computed (the tests check the same numbers).
+from labkit.checkpoint.multilevel import Failure, Level
+
+p5 = (60 + 120 / 2, 300 + 1800 / 2)
+p6 = hierarchical.peer_ranks(16, 8)
+wrong = [(r + 1) % 16 for r in range(16)]
+p7 = multilevel.first_order_waste(100.0, [Level("memory", 1, 2.0, 30.0), Level("disk", 50, 200.0, 600.0)],
+                                  [Failure("process", 7200.0, ("memory", "disk")), Failure("rest", 180000.0, ("disk",))])
+print(p5, p6[:4], round(p7, 4))
+claim("Problem 5: 120 s and 1200 s", p5 == (120.0, 1200.0))
+claim("Problem 6: (r + 8) mod 16 survives any node; r + 1 keeps 14 copies on their own node",
+      hierarchical.check_peers(p6, 16, 8) == p6 and sum(p // 8 == r // 8 for r, p in enumerate(wrong)) == 14)
+claim_close("Problem 7: 8.8 % wasted", p7, 0.088, abs_=0.0005)
+
+# %% [markdown]
 # ## Further reading
 #
 # * J. W. Young, *A first order approximation to the optimum checkpoint interval*, CACM 1974;
@@ -529,6 +799,10 @@ claim("Problems 1-3 as answered", (round(M16), round(tau), round(interval.first_
 # * B. Randell, *System structure for software fault tolerance*, 1975 (the domino effect);
 #   K. M. Chandy and L. Lamport, *Distributed Snapshots*, 1985.
 # * PyTorch: *torchrun (Elastic Launch)*; *Distributed Checkpoint (DCP)* and its `async_save`.
+# * J. Mohan, A. Phanishayee and V. Chidambaram, *CheckFreq: Frequent, Fine-Grained DNN
+#   Checkpointing*, FAST 2021; Z. Wang et al., *GEMINI: Fast Failure Recovery in Distributed
+#   Training with In-Memory Checkpoints*, SOSP 2023; A. Moody et al., *Design, Modeling, and
+#   Evaluation of a Scalable Multi-level Checkpointing System*, SC 2010.
 #
 # ## Summary
 #
@@ -543,7 +817,12 @@ claim("Problems 1-3 as answered", (round(M16), round(tau), round(interval.first_
 # * A supervisor — ours, or torchrun with `--max-restarts` — turns a dead rank into a few redone
 #   steps. Sharded checkpoints (DCP) load on any number of ranks.
 # * ABFT corrects a matmul's errors for (2n+1)/n² extra work; voting needs R > 1/2 to help.
+# * Most failures destroy less than everything: checkpoints in memory (every step), on a peer of
+#   another node, and on disk in the background let each failure fall back only as far as it must;
+#   each level gets Young's interval for the failures it serves. A standby replica costs no
+#   rollback but doubles what it protects: give one to the parts that are small and slow to restart.
 #
 # **Exercises** (in `exercises/lab12_fault_tolerance.py`): `atomic_save`, `resume_state`,
-# `young_interval`, `simulate_wall_time`, `abft_locate`; each has a "check your work" cell above.
+# `young_interval`, `simulate_wall_time`, `abft_locate`, `peer_ranks`; each has a "check your work"
+# cell above.
 # Grade them with `python -m labkit.grade --lab 12` (or `make grade LAB=12`).

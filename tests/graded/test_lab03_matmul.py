@@ -11,6 +11,13 @@ tiles that do not divide the matrix (a floor instead of a ceil, dropped edge til
 full-tile counting at the edge), rectangular shapes (M and N swapped), 1 x n and
 n x 1 operands, K = 1, tiles larger than the matrix, register tiles that would
 straddle a cache block.
+
+Section 11's kernels (tiled_matmul, block_sum) run in the worker under labkit's CUDA simulator
+(labkit.grading.harness.lab03_cuda_kernel), which executes every thread and turns a race, a
+barrier that not every thread reaches and an out-of-range index into an error: such a kernel
+scores 0 for that case even where a GPU would often print the right numbers. Outputs are
+integer-valued float32, so sums are exact in any order and compared with ==. blocks_per_sm is
+compared with the occupancy rules on random cases and on cases where each limit decides.
 """
 import numpy as np
 import pytest
@@ -20,8 +27,10 @@ from labkit.grading.static import Policy
 POLICY = Policy(
     labkit_allowed=frozenset({"labkit.matmul.Traffic", "labkit.matmul.TwoLevelTraffic", "labkit.matmul.cdiv",
                               "labkit.matmul.traffic.Traffic", "labkit.matmul.traffic.TwoLevelTraffic",
-                              "labkit.matmul.traffic.cdiv"}),
-    references=tuple(f"labkit.matmul.traffic.{n}" for n in ("naive", "cache_tiled", "register_tiled", "tiled")))
+                              "labkit.matmul.traffic.cdiv", "labkit.gpu_model.cuda_sim.cuda"}),
+    references=tuple(f"labkit.matmul.traffic.{n}" for n in ("naive", "cache_tiled", "register_tiled", "tiled"))
+    + ("labkit.gpu_model.cuda_kernels.matmul_tiled", "labkit.gpu_model.cuda_kernels.block_sum",
+       "labkit.gpu_model.cuda_kernels.block_partials", "labkit.gpu_model.occupancy.occupancy"))
 
 
 def random_cases(seed, n=12):
@@ -216,3 +225,101 @@ def random_tiled(impl, seed, n=12):
 @pytest.mark.graded(points=2, exercise="tiled")
 def test_tiled_random(impl, seed):
     random_tiled(impl, seed)
+
+
+# ------------------------------------------------------------------ section 11: CUDA kernels
+def run_kernel(impl, kernel, grid, block, args):
+    seen = impl.harness("lab03_cuda_kernel", kernel, list(grid), list(block), args)
+    if seen["error"]:
+        pytest.fail(seen["error"], pytrace=False)
+    return seen
+
+
+def check_tiled_matmul(impl, M, K, N, seed):
+    A, B = (x.astype(np.float32) for x in operands(M, K, N, seed=seed))
+    C = np.full((M, N), np.nan, np.float32)
+    seen = run_kernel(impl, "tiled_matmul", (cdiv(N, 8), cdiv(M, 8)), (8, 8), [A, B, C, M, N, K])
+    C = seen["arrays"][2]
+    np.testing.assert_array_equal(C, A @ B, err_msg=f"C != A @ B for M, K, N = {M}, {K}, {N}")
+    want = M * K * cdiv(N, 8) + K * N * cdiv(M, 8)
+    assert seen["global_loads"] == want, \
+        f"{seen['global_loads']} global loads, expected {want}: load each tile element once into shared memory"
+
+
+@pytest.mark.graded(points=2, exercise="tiled_matmul")
+@pytest.mark.parametrize("M,K,N", [(16, 16, 16), (13, 10, 19), (1, 20, 9)])
+def test_tiled_matmul(impl, seed, M, K, N):
+    check_tiled_matmul(impl, M, K, N, seed + M + N)
+
+
+@pytest.mark.graded(points=2, exercise="tiled_matmul")
+def test_tiled_matmul_random(impl, seed):
+    rng = np.random.default_rng(seed)
+    for i in range(2):
+        M, K, N = (int(v) for v in rng.integers(1, 21, 3))
+        check_tiled_matmul(impl, M, K, N, seed + i)
+
+
+def check_block_sum(impl, n, threads, seed):
+    x = np.random.default_rng(seed).integers(-4, 5, n).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    seen = run_kernel(impl, "block_sum", (cdiv(n, threads),), (threads,), [x, out, n])
+    assert float(seen["arrays"][1][0]) == float(x.sum()), f"sum {seen['arrays'][1][0]}, expected {x.sum()}"
+    assert seen["atomics"] == cdiv(n, threads), \
+        f"{seen['atomics']} atomic adds for {cdiv(n, threads)} blocks: one per block (thread 0)"
+
+
+@pytest.mark.graded(points=2, exercise="block_sum")
+@pytest.mark.parametrize("n,threads", [(64, 64), (300, 32), (200, 128), (5, 64)])
+def test_block_sum(impl, seed, n, threads):
+    check_block_sum(impl, n, threads, seed + n)
+
+
+@pytest.mark.graded(points=2, exercise="block_sum")
+def test_block_sum_random(impl, seed):
+    rng = np.random.default_rng(seed)
+    check_block_sum(impl, int(rng.integers(1, 500)), int(rng.choice([32, 64, 128])), seed)
+
+
+SM90 = {"max_warps": 64, "max_blocks": 32, "registers": 65536, "reg_alloc_unit": 256, "reg_partitions": 4,
+        "smem_bytes": 228 * 1024, "smem_alloc_unit": 128, "smem_reserved_per_block": 1024}
+
+
+def occupancy_reference(threads, regs, smem, sm):
+    """labkit's occupancy() on these limits (a block that cannot fit: 0 blocks, limited by registers)."""
+    from labkit.gpu_model.occupancy import SMLimits, occupancy
+
+    limits = SMLimits("test", smem_per_block=max(smem, 1), **sm)
+    try:
+        o = occupancy(threads, regs, smem, limits)
+    except ValueError:
+        return 0, "regs"
+    names = {"warps": "warps", "regs": "regs", "smem": "smem", "blocks": "blocks"}
+    return o.blocks, "+".join(names[k] for k in o.limiter.split("+"))
+
+
+def check_blocks(impl, cases, sm):
+    for threads, regs, smem in cases:
+        got = impl.blocks_per_sm(threads, regs, smem, sm)
+        assert tuple(got) == occupancy_reference(threads, regs, smem, sm), \
+            f"blocks_per_sm({threads}, {regs}, {smem}) = {tuple(got)}, expected " \
+            f"{occupancy_reference(threads, regs, smem, sm)}"
+
+
+@pytest.mark.graded(points=1, exercise="blocks_per_sm")
+@pytest.mark.parametrize("case,limiter", [((256, 32, 0), "warps+regs"), ((32, 16, 0), "blocks"),
+                                          ((256, 72, 0), "regs"), ((96, 40, 0), "regs"),
+                                          ((128, 32, 40000), "smem"), ((20, 24, 100), "blocks")])
+def test_blocks_per_sm_each_limit(impl, case, limiter):
+    assert occupancy_reference(*case, SM90)[1] == limiter
+    check_blocks(impl, [case], SM90)
+
+
+@pytest.mark.graded(points=2, exercise="blocks_per_sm")
+def test_blocks_per_sm_random(impl, seed):
+    rng = np.random.default_rng(seed)
+    sm80 = {**SM90, "smem_bytes": 164 * 1024}
+    cases = [(int(rng.integers(1, 1025)), int(rng.integers(1, 256)), int(rng.integers(0, 100_000)))
+             for _ in range(20)]
+    check_blocks(impl, cases, SM90)
+    check_blocks(impl, cases, sm80)

@@ -5,7 +5,10 @@ seeded random inputs (integers: no rounding). data_parallel_hooks trains a small
 with a tied weight and a frozen layer on 1-3 real gloo ranks in the submission's sandboxed worker
 (labkit.grading.harness.lab06_ddp); the judge trains the same model in one process on the whole
 batch. N per-rank means averaged vs one mean over the batch differ only by rounding in the order
-of the sums: 1e-12 absolute on O(1) values after 2 SGD steps.
+of the sums: 1e-12 absolute on O(1) values after 2 SGD steps. noise_scale is compared with
+labkit's `noise_scale` to 1e-9 relative (a few products and quotients of numbers that differ by
+at most a few orders of magnitude), on fixed and seeded random inputs and on the averaged
+gradient norms of a seeded data-parallel run.
 """
 import random
 
@@ -13,13 +16,14 @@ import pytest
 import torch
 
 from labkit.data_parallel import assign_buckets
+from labkit.data_parallel.noise_scale import Problem, noise_scale, noise_scale_of_run
 from labkit.data_parallel.ssp import ssp_start_times
 from labkit.grading.harness import TiedNet
 from labkit.grading.static import Policy
 
 POLICY = Policy(references=("labkit.data_parallel.buckets.assign_buckets", "labkit.data_parallel.assign_buckets",
                             "labkit.data_parallel.ssp.ssp_start_times", "labkit.data_parallel.ddp.DDP",
-                            "labkit.data_parallel.DDP"))
+                            "labkit.data_parallel.DDP", "labkit.data_parallel.noise_scale.noise_scale"))
 
 
 # ---- bucket_indices ---------------------------------------------------------------------------
@@ -148,3 +152,31 @@ def test_ssp(impl, seed):
         if s not in (None, 0):
             got = impl.ssp_start_times(durations, s)
             assert got == ssp_start_times(durations, s), f"durations={durations} staleness={s}: got {got}"
+
+
+# ---- noise_scale ------------------------------------------------------------------------------
+
+def _close(got, want, what):
+    assert len(got) == 3, f"{what}: return (|G|^2, tr(Sigma), B_simple), got {got!r}"
+    for name, a, b in zip(("|G|^2", "tr(Sigma)", "B_simple"), got, want):
+        assert abs(float(a) - b) <= 1e-9 * max(1.0, abs(b)), f"{what}: {name} = {float(a):.6g}, want {b:.6g}"
+
+
+@pytest.mark.graded(points=2, exercise="noise_scale")
+def test_noise_scale_solves_both_equations(impl, seed):
+    rng = random.Random(seed)
+    cases = [(3.0, 1.5, 1, 4), (10.0, 2.0, 8, 64)]
+    for _ in range(10):
+        g2, trace = rng.uniform(0.01, 10), rng.uniform(0.1, 1000)
+        b_small = rng.choice([1, 2, 4, 16, 64])
+        b_big = b_small * rng.choice([2, 4, 8, 32])
+        cases.append((g2 + trace / b_small, g2 + trace / b_big, b_small, b_big))
+    for args in cases:
+        _close(impl.noise_scale(*args), noise_scale(*args), f"noise_scale{args}")
+
+
+@pytest.mark.graded(points=1, exercise="noise_scale")
+def test_noise_scale_of_a_data_parallel_run(impl, seed):
+    run = noise_scale_of_run(Problem(seed=seed % 5), 8, 16, 1.0)
+    args = (sum(run.small_sq) / len(run.small_sq), sum(run.big_sq) / len(run.big_sq), 16, 128)
+    _close(impl.noise_scale(*args), noise_scale(*args), "a run of 8 ranks x 16 examples")

@@ -18,7 +18,8 @@ POLICY = Policy(references=("labkit.tensor_parallel.comm.copy_to_tp", "labkit.te
                             "labkit.tensor_parallel.vocab.vocab_parallel_cross_entropy",
                             "labkit.tensor_parallel.ColumnParallelLinear", "labkit.tensor_parallel.RowParallelLinear",
                             "labkit.tensor_parallel.layers.ColumnParallelLinear",
-                            "labkit.tensor_parallel.layers.RowParallelLinear"))
+                            "labkit.tensor_parallel.layers.RowParallelLinear",
+                            "labkit.tensor_parallel.conv.halo_bytes"))
 
 
 def _g(seed, *shape):
@@ -139,3 +140,28 @@ def test_vocab_parallel_never_gathers_logits(impl, seed):
         rows = case["logits"].shape[0]
         big = [c for c in res["calls"] if c[0] != "all_reduce" or c[1] > rows]
         assert not big, f"N={n} rank {rank}: only all-reduces of N={rows} numbers are needed, saw {big}"
+
+
+# ------------------------------------------------------------------ section 8: halo exchange bytes
+@pytest.mark.graded(points=2, exercise="halo_bytes_per_rank")
+def test_halo_bytes_equal_what_a_split_convolution_sends(impl):
+    from labkit.dist import launch
+    from labkit.tensor_parallel import conv
+
+    for p in (2, 3):
+        sent = [res["sent"]["forward"] for res in launch(conv.spatial_run, p, (2, 3, 12, 8), 4, 3)]
+        got = list(impl.halo_bytes_per_rank(2, 3, 8, 3, p, 8))
+        assert got == sent, f"{p} ranks: {got}, but the ranks sent {sent} bytes"
+
+
+@pytest.mark.graded(points=2, exercise="halo_bytes_per_rank")
+def test_halo_bytes_random(impl, seed):
+    import random
+
+    rng = random.Random(seed)
+    for _ in range(25):
+        b, c, w = rng.randint(1, 64), rng.randint(1, 512), rng.randint(1, 224)
+        k, p, e = rng.choice([1, 3, 5, 7]), rng.randint(1, 16), rng.choice([1, 2, 4])
+        row = b * c * w * e
+        want = [((r > 0) + (r < p - 1)) * (k // 2) * row for r in range(p)]
+        assert list(impl.halo_bytes_per_rank(b, c, w, k, p, e)) == want, (b, c, w, k, p, e)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from labkit.grading.static import Policy
-from labkit.pipeline import Action, check_schedule, schedule, simulate
+from labkit.pipeline import Action, check_schedule, schedule, time_schedule
 from labkit.pipeline.executor import MLPConfig, reference_step
 
 POLICY = Policy(labkit_allowed=frozenset({"labkit.pipeline.schedules.Action", "labkit.pipeline.Action"}),
@@ -44,7 +44,7 @@ def test_1f1b_matches_reference_order(impl, seed):
 @pytest.mark.graded(points=1, exercise="schedule_1f1b")
 def test_1f1b_memory_and_refusal(impl, seed):
     for p, m in [(4, 9)] + random_p_m(seed, 3):
-        res = simulate({r: [Action(*a) for a in acts] for r, acts in impl.schedule_1f1b(p, m).items()}, 1, 2)
+        res = time_schedule({r: [Action(*a) for a in acts] for r, acts in impl.schedule_1f1b(p, m).items()}, 1, 2)
         assert res.peak_inflight[0] == p, f"p={p}, m={m}: 1F1B keeps at most p microbatches in flight on rank 0"
     for p, m in [(4, 3)] + [(p + 1, p) for p, _ in random_p_m(seed, 2)]:
         with pytest.raises(ValueError):
@@ -72,7 +72,7 @@ def test_bubble_formula_matches_simulation(impl, seed):
         for kind, v in [("gpipe", 1), ("1f1b", 1), ("interleaved_1f1b", 2), ("interleaved_1f1b", 3)]:
             if kind == "interleaved_1f1b" and m % max(1, m // p):
                 continue
-            res = simulate(schedule(kind, p, m, v), Fraction(1, v), Fraction(2, v))
+            res = time_schedule(schedule(kind, p, m, v), Fraction(1, v), Fraction(2, v))
             assert impl.bubble_fraction(p, m, v) == res.bubble_fraction, (kind, p, m, v)
 
 

@@ -5,11 +5,16 @@ Linear+Tanh(+Dropout) layers (labkit.grading.harness.lab09_checkpoint); the judg
 chain with the same seed itself. Recomputing the same ops gives the same numbers: gradients are
 compared to 1e-12 (dropout with the wrong masks is off by O(1)). Peak activation bytes must stay
 within one (B, w) tensor of the every-segment closed form (S + k + 2)·a + g + 2e
-(labkit.memory.checkpointing.chain_peak_bytes), far below keeping everything, (N + 2)·a + g + 2e;
+(labkit.memory.activation_checkpointing.chain_peak_bytes), far below keeping everything, (N + 2)·a + g + 2e;
 the extra FLOPs must be more than none and at most one forward.
 
 ``block_activation_bytes`` is compared exactly with labkit's closed form on random sizes, and
 with the bytes the judge measures on the GPT itself (one layer more = one block more).
+
+``forward_only_peak`` is compared with max(a_1, max_i a_i + a_{i+1}) on random chains and with the
+peak the judge measures (labkit's exact tracker) on a Linear/ReLU chain under torch.no_grad();
+``kv_cache_bytes`` with 2·layers·kv_heads·head_dim·tokens·batch·itemsize on random multi-head and
+grouped-query shapes, and with the bytes of the KV cache the judge fills while decoding our GPT.
 """
 import random
 
@@ -18,13 +23,15 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from labkit.grading.static import Policy
-from labkit.memory.checkpointing import chain_peak_bytes, make_chain
+from labkit.memory.activation_checkpointing import chain_peak_bytes, make_chain
 from labkit.memory.estimate import gpt_layer_saved_bytes
 from labkit.model import GPT, GPTConfig, batch
 
-POLICY = Policy(references=("labkit.memory.checkpointing.checkpoint_segment",
-                            "labkit.memory.checkpointing.checkpointed_chain",
-                            "labkit.memory.estimate.gpt_layer_saved_bytes"),
+POLICY = Policy(references=("labkit.memory.activation_checkpointing.checkpoint_segment",
+                            "labkit.memory.activation_checkpointing.checkpointed_chain",
+                            "labkit.memory.estimate.gpt_layer_saved_bytes",
+                            "labkit.memory.inference.forward_only_peak",
+                            "labkit.memory.inference.kv_cache_bytes_per_token"),
                 forbid_modules=("torch.utils.checkpoint",))
 TOL = 1e-12
 
@@ -157,3 +164,57 @@ def test_block_bytes_equal_what_autograd_saves(impl):
         got = impl.block_activation_bytes(b, cfg.seq_len, cfg.hidden, cfg.heads, cfg.mlp_ratio, e)
         want = _measured_block(cfg, b, dtype)
         assert got == want, f"b={b} {cfg} e={e}: {got} bytes, measured {want}"
+
+
+# ------------------------------------------------------------------ section 12: inference memory
+def _peak_reference(a):
+    return max([a[0]] + [x + y for x, y in zip(a, a[1:])])
+
+
+@pytest.mark.graded(points=2, exercise="forward_only_peak")
+def test_forward_only_peak_equals_the_measured_peak(impl):
+    from labkit.memory.inference import chain_peaks
+
+    for widths, batch_size in (([64, 64, 64, 64], 8), ([32, 128, 16, 256, 8], 4)):
+        sizes = [batch_size * w * 4 for w in widths[1:] for _ in range(2)]    # Linear and ReLU outputs
+        measured = chain_peaks(widths, batch_size)["inference_peak"]
+        assert impl.forward_only_peak(sizes) == measured, f"widths {widths}: measured {measured} B"
+
+
+@pytest.mark.graded(points=2, exercise="forward_only_peak")
+def test_forward_only_peak_random(impl, seed):
+    rng = random.Random(seed)
+    for _ in range(30):
+        a = [rng.randint(1, 10_000) for _ in range(rng.randint(1, 9))]
+        assert impl.forward_only_peak(a) == _peak_reference(a), a
+    with pytest.raises(ValueError):
+        impl.forward_only_peak([])
+
+
+def _kv_reference(layers, heads, kv_heads, head_dim, tokens, batch_size, itemsize):
+    return 2 * layers * kv_heads * head_dim * tokens * batch_size * itemsize
+
+
+@pytest.mark.graded(points=2, exercise="kv_cache_bytes")
+def test_kv_cache_bytes_equals_a_filled_cache(impl):
+    from labkit.memory.inference import measure_kv_cache
+
+    cfg = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=32)
+    m = measure_kv_cache(cfg, batch=3, tokens=7)
+    got = impl.kv_cache_bytes(2, 4, 4, 8, 7, 3, 4)
+    assert got == m.held[-1], f"{got} B, but the cache of our GPT after 7 tokens holds {m.held[-1]} B"
+
+
+@pytest.mark.graded(points=2, exercise="kv_cache_bytes")
+def test_kv_cache_bytes_random_and_grouped(impl, seed):
+    rng = random.Random(seed)
+    for _ in range(30):
+        heads = rng.choice([4, 8, 16, 32, 64])
+        kv = rng.choice([d for d in (1, 2, 4, 8, heads) if heads % d == 0])
+        args = (rng.randint(1, 96), heads, kv, rng.choice([64, 128]), rng.randint(0, 8192), rng.randint(1, 16),
+                rng.choice([1, 2, 4]))
+        assert impl.kv_cache_bytes(*args) == _kv_reference(*args), args
+    assert impl.kv_cache_bytes(80, 64, 8, 128, 1, 1, 2) == 327_680, "Llama 2 70B: 320 KiB per token"
+    for bad in ((80, 64, 6, 128, 1, 1, 2), (0, 4, 4, 8, 1, 1, 2), (2, 4, 4, 8, 1, 0, 2)):
+        with pytest.raises(ValueError):
+            impl.kv_cache_bytes(*bad)

@@ -17,7 +17,8 @@ import torch
 from labkit.grading.static import Policy
 from labkit.zero.formulas import model_state_bytes
 
-POLICY = Policy(references=("labkit.zero.formulas.model_state_bytes", "labkit.zero.ShardedOptimizer",
+POLICY = Policy(references=("labkit.zero.formulas.model_state_bytes", "labkit.zero.model_state_bytes",
+                            "labkit.zero.ShardedOptimizer",
                             "labkit.zero.optimizer.ShardedOptimizer", "labkit.zero.FSDP", "labkit.zero.fsdp.FSDP"),
                 forbid_modules=("torch.distributed.optim", "torch.distributed.fsdp",
                                 "torch.distributed._composable"))

@@ -1,7 +1,7 @@
 """Graded tests for Lab 11 (exercises/lab11_parallel3d.py). Run: python -m labkit.grade --lab 11.
 
 All five exercises are pure functions; the judge compares what the submission returns with
-labkit's own answers (`labkit.planner.grid`, `labkit.planner.memory.first_stage_bytes`,
+labkit's own answers (`labkit.parallel3d.grid`, `labkit.planner.memory.first_stage_bytes`,
 `labkit.planner.model.flops_per_iteration`, `labkit.cluster.autoparallel.partition_stages`) on
 fixed and seeded random grids, plans, models and layer costs. Integers are compared exactly;
 ``fits_in_memory``'s bytes to 1e-12 relative (a few float products and one quotient), and
@@ -13,12 +13,13 @@ import pytest
 
 from labkit.cluster.autoparallel import partition_stages
 from labkit.grading.static import Policy
-from labkit.planner.grid import coords, groups
+from labkit.parallel3d.grid import coords, groups
 from labkit.planner.memory import first_stage_bytes
 from labkit.planner.model import Model, flops_per_iteration
 
-POLICY = Policy(references=("labkit.planner.grid.coords", "labkit.planner.grid.groups", "labkit.planner.coords",
-                            "labkit.planner.groups", "labkit.planner.grid.rank_of", "labkit.parallel3d.grid.coord_of",
+POLICY = Policy(references=("labkit.parallel3d.grid.coords", "labkit.parallel3d.grid.groups",
+                            "labkit.parallel3d.coords", "labkit.parallel3d.groups", "labkit.parallel3d.grid.rank_of",
+                            "labkit.parallel3d.grid.coord_of",
                             "labkit.planner.memory.first_stage_bytes", "labkit.planner.memory.memory_per_gpu",
                             "labkit.planner.model.flops_per_iteration", "labkit.planner.flops_per_iteration",
                             "labkit.cluster.autoparallel.partition_stages", "labkit.cluster.partition_stages",

@@ -10,7 +10,10 @@ run over from one process to a fresh, differently seeded one; the judge compares
 parameters bit for bit (the same operations on the same numbers). ``young_interval`` and
 ``abft_locate`` are compared with the judge's own answers; ``simulate_wall_time``'s mean must lie
 within 5 standard errors (the judge's own, from labkit's simulator at the same settings) of the
-closed-form expected wall time, and its standard error within 25 % of the judge's.
+closed-form expected wall time, and its standard error within 25 % of the judge's. ``peer_ranks``
+is checked for what makes a peer copy useful, not against one answer: a permutation (every rank
+keeps one copy) with each copy on another node, for one rank per node and for several; the
+judge's `labkit.checkpoint.hierarchical.check_peers` says which rule a wrong answer breaks.
 """
 import math
 import random
@@ -19,13 +22,15 @@ import pytest
 import torch
 
 from labkit.checkpoint.abft import abft_matmul, inject
+from labkit.checkpoint.hierarchical import check_peers
 from labkit.checkpoint.interval import expected_wall_time, simulate_job
 from labkit.grading.static import Policy
 
-POLICY = Policy(references=("labkit.checkpoint.io.save", "labkit.checkpoint.state.rng_state",
+POLICY = Policy(references=("labkit.checkpoint.io.save", "labkit.checkpoint.save", "labkit.checkpoint.young_interval",
+                            "labkit.checkpoint.state.rng_state",
                             "labkit.checkpoint.state.set_rng_state", "labkit.checkpoint.interval.young_interval",
                             "labkit.checkpoint.interval.simulate_job", "labkit.checkpoint.abft.detect",
-                            "labkit.checkpoint.abft.syndrome"))
+                            "labkit.checkpoint.abft.syndrome", "labkit.checkpoint.hierarchical.peer_ranks"))
 
 _RUNS = {}
 
@@ -161,3 +166,32 @@ def test_abft_locates_the_wrong_element_and_passes_clean_products(impl, seed):
         i, j = rng.randrange(m), rng.randrange(n)
         got = impl.abft_locate(inject(p, i, j, rng.choice([-1, 1]) * rng.uniform(0.5, 5)).full, tol)
         assert got is not None and tuple(int(v) for v in got) == (i, j), f"{m}x{n}: error at {(i, j)}, found {got}"
+
+
+# ---- peer_ranks -------------------------------------------------------------------------------
+def _peer_cases(seed, one_per_node):
+    rng = random.Random(seed)
+    cases = [(2, 1), (3, 1), (5, 1)] if one_per_node else [(4, 2), (6, 2), (6, 3), (8, 4), (9, 3), (12, 4)]
+    for _ in range(6):
+        per_node = 1 if one_per_node else rng.randint(2, 8)
+        cases.append((per_node * rng.randint(2, 9), per_node))
+    return cases
+
+
+def _check_peer_ranks(impl, cases):
+    for world, per_node in cases:
+        got = impl.peer_ranks(world, per_node)
+        try:
+            check_peers(list(got), world, per_node)
+        except (ValueError, TypeError) as e:
+            raise AssertionError(f"world {world}, per_node {per_node}: {got}: {e}") from None
+
+
+@pytest.mark.graded(points=1, exercise="peer_ranks")
+def test_peer_ranks_one_rank_per_node(impl, seed):
+    _check_peer_ranks(impl, _peer_cases(seed, True))
+
+
+@pytest.mark.graded(points=2, exercise="peer_ranks")
+def test_peer_ranks_copies_leave_the_node(impl, seed):
+    _check_peer_ranks(impl, _peer_cases(seed, False))

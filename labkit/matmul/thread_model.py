@@ -35,7 +35,7 @@ import numpy as np
 
 from labkit.matmul.traffic import check_tile
 
-__all__ = ["GpuTraffic", "simulate", "simulate_v1", "simulate_v15", "simulate_v2", "simulate_v3",
+__all__ = ["GpuTraffic", "run_thread_model", "simulate_v1", "simulate_v15", "simulate_v2", "simulate_v3",
            "gpu_formula", "KERNELS", "PSEUDOCODE"]
 
 KERNELS = ("v1", "v1.5", "v2", "v3")
@@ -259,7 +259,7 @@ def _check_kernel(kernel) -> None:
         raise ValueError(f"unknown kernel {kernel!r}; expected one of {KERNELS}")
 
 
-def simulate(kernel: str, A: np.ndarray, B: np.ndarray, V: int = 2, L: int = 4, S: int = 2):
+def run_thread_model(kernel: str, A: np.ndarray, B: np.ndarray, V: int = 2, L: int = 4, S: int = 2):
     """Run kernel "v1" | "v1.5" | "v2" | "v3" (V, L, S used where the kernel has them)."""
     _check_kernel(kernel)
     check_tile("V", V), check_tile("L", L), check_tile("S", S)
@@ -279,7 +279,7 @@ def gpu_formula(kernel: str, N: int, V: int = 2, L: int = 4, S: int = 2) -> dict
 
     v1: 2N^3 global; v1.5: N^3/V + N^3; v2: 2N^3/V; v3: 2N^3/L global, 2N^3/V shared reads,
     2N^3/L shared writes. All write N^2 elements of C. (S does not appear in any count.)
-    N must be an int >= 0 and V, L, S positive ints that divide as `simulate` requires
+    N must be an int >= 0 and V, L, S positive ints that divide as `run_thread_model` requires
     (V | N for v1.5/v2; V | L, L | N, S | N for v3); anything else raises a one-line error.
     """
     _check_kernel(kernel)
