@@ -7,7 +7,8 @@ otherwise quietly move to another port).
 
 The demo notebook holds the cells of the lab's slide plan (`labkit.slides`: everything not
 ``skip``) and, before them, the earlier code cells those need: every code cell that binds a name
-a kept cell reads, found backwards from the last kept cell (`needed_cells`). So the page runs the
+a kept cell reads, found backwards from the last kept cell (`needed_cells`; of a cell that binds
+them only by imports, just those imports). So the page runs the
 set-up, the pictures' data and the widgets, not the whole lab: Voilà runs a notebook top to bottom
 each time the page is opened.
 """
@@ -62,39 +63,57 @@ def names(source: str) -> tuple[set[str], set[str]]:
     return binds - local, reads - local
 
 
-def needed_cells(nb, keep: list[int]) -> list[int]:
-    """Indices of ``keep`` plus every earlier code cell binding a name that a kept (or so added)
-    code cell reads; in notebook order."""
-    chosen = set(keep)
+def needed_imports(source: str, wanted: set[str]) -> str | None:
+    """The import statements of a set-up cell that bind names in ``wanted`` (as source), when the
+    cell binds every wanted name it binds by importing it; else None: the whole cell is needed."""
+    body = ast.parse(_python(source)).body
+    imports = [s for s in body if isinstance(s, (ast.Import, ast.ImportFrom)) and names(ast.unparse(s))[0] & wanted]
+    rest = [s for s in body if not isinstance(s, (ast.Import, ast.ImportFrom))]
+    if not imports or any(names(ast.unparse(s))[0] & wanted for s in rest):
+        return None
+    return "\n".join(ast.unparse(s) for s in imports)
+
+
+def needed_cells(nb, keep: list[int]) -> list[tuple[int, str]]:
+    """(index, source) of ``keep``'s cells plus every earlier code cell binding a name that a kept
+    (or so added) code cell reads, in notebook order. An added cell that binds those names only by
+    importing them contributes only those imports (Lab 12's tiers widget needs a module, not the
+    run of real failures that shares its cell)."""
+    chosen = {i: nb.cells[i].source for i in keep}
     wanted: set[str] = set()
     for i in range(max(keep, default=-1), -1, -1):
         cell = nb.cells[i]
         if cell.cell_type != "code":
             continue
         binds, reads = names(cell.source)
-        if i in chosen or binds & wanted:
-            chosen.add(i)
-            wanted |= reads
-    return sorted(chosen)
+        if i not in chosen and binds & wanted:
+            chosen[i] = needed_imports(cell.source, wanted) or cell.source
+        if i in chosen:
+            wanted |= names(chosen[i])[1]
+    return sorted(chosen.items())
 
 
-def demo_notebook(nb):
+def demo_notebook(nb, only_widgets: bool = False):
     """The lab's demo path as a notebook to run: see this module's docstring. Outputs are cleared
-    (Voilà runs it); slide types are kept."""
-    keep = [i for i, c in enumerate(nb.cells) if c.metadata.get("slideshow", {}).get("slide_type", "skip") != "skip"]
+    (Voilà runs it); slide types are kept. ``only_widgets`` keeps of the plan's code cells only
+    those showing a widget (with the cells they read, and the plan's text): the quick page the
+    browser tier plays every lab's widgets on, without the measurements the rest of the path runs."""
+    keep = [i for i, c in enumerate(nb.cells) if c.metadata.get("slideshow", {}).get("slide_type", "skip") != "skip"
+            and not (only_widgets and c.cell_type == "code" and slides.picture_kind(c) != "widget")]
     out = nbformat.v4.new_notebook(metadata={k: v for k, v in nb.metadata.items() if k != "widgets"})
-    for i in needed_cells(nb, keep):
+    for i, source in needed_cells(nb, keep):
         cell = nbformat.from_dict(nb.cells[i])
+        cell.source = source
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         out.cells.append(cell)
     return out
 
 
-def write_demo(notebook: Path, folder: Path = DEMO) -> Path:
+def write_demo(notebook: Path, folder: Path = DEMO, only_widgets: bool = False) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / notebook.name
-    nbformat.write(demo_notebook(nbformat.read(notebook, as_version=4)), out)
+    nbformat.write(demo_notebook(nbformat.read(notebook, as_version=4), only_widgets), out)
     return out
 
 

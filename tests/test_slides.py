@@ -155,7 +155,26 @@ def test_demo_notebook_keeps_the_plan_and_the_cells_it_reads():
                           new_code_cell("d['k'] = r"), new_markdown_cell("**Predict first:** area?"),
                           new_code_cell("print(math.pi * d['k'] ** 2)")))
     page = demo.demo_notebook(nb)
-    assert [c.source for c in page.cells] == ["# Lab 99", "import math\nunused = 3", "r = 2", "d = {}", "d['k'] = r",
+    assert [c.source for c in page.cells] == ["# Lab 99", "import math", "r = 2", "d = {}", "d['k'] = r",
                                               "**Predict first:** area?", "print(math.pi * d['k'] ** 2)"]
     assert demo.names("!ls\nz = w") == ({"z"}, {"get_ipython", "w"})   # a shell escape parses
     assert demo.names("m = {r: k for r, k in t}\ndef f(a, *b, c=1):\n    return a + b + c + g") == ({"m", "f"}, {"t", "g"})
+
+
+def test_a_set_up_cell_needed_for_its_imports_gives_only_them_and_only_widgets_cuts_the_rest():
+    from labkit import demo
+
+    widget = new_code_cell("show(np.zeros(n))")
+    widget.outputs = [new_output("display_data", data=WIDGET)]
+    nb = slides.stamp(_nb(new_markdown_cell("# Lab 99"),
+                          new_code_cell("import numpy as np\nimport time\nslow = time.sleep(60)"),
+                          new_code_cell("n = 3\nfrom labkit.show import show"),
+                          new_markdown_cell("**Predict first:** how long?"), new_code_cell("print(slow)"),
+                          new_markdown_cell("## 2. Watch it"), widget))
+    assert demo.needed_imports("import numpy as np\nimport time\nslow = time.sleep(60)", {"np"}) == "import numpy as np"
+    assert demo.needed_imports("n = 3\nfrom labkit.show import show", {"n", "show"}) is None   # n needs the cell
+    whole = [c.source for c in demo.demo_notebook(nb).cells if c.cell_type == "code"]
+    assert whole == [nb.cells[1].source, nb.cells[2].source, "print(slow)", "show(np.zeros(n))"]
+    widgets = [c.source for c in demo.demo_notebook(nb, only_widgets=True).cells]
+    assert widgets == ["# Lab 99", "import numpy as np", nb.cells[2].source, "**Predict first:** how long?",
+                       "## 2. Watch it", "show(np.zeros(n))"]

@@ -16,8 +16,9 @@ touches the checkout. For each notebook:
 Each notebook's Run All time is written to ``$LABKIT_BROWSER_TIMES`` if set.
 
 The tests are two files, even- and odd-numbered notebooks (about equal time), so that the two
-pytest workers of ``make test`` can share the tier; ``conftest.py`` makes `lab_session` a
-session fixture: one JupyterLab and one Chromium per worker.
+pytest workers of ``make test`` can share the tier; ``conftest.py`` makes `browser_session` and
+`lab_session` session fixtures: one Chromium and one JupyterLab per worker (the instructor-mode
+checks of static slides and demo pages use the Chromium alone).
 """
 import json
 import os
@@ -45,14 +46,22 @@ def chromium() -> str | None:
     return None
 
 
-def lab_session(tmp_path_factory):
-    """JupyterLab on a copy of the notebooks and a Chromium: yields (browser, url)."""
+def browser_session():
+    """One Chromium driven by Playwright: yields the browser."""
     browser_path = chromium()
     if browser_path is None:
         pytest.skip("Chromium is not installed (make setup installs it with apt-get where it can; "
                     "or set LABKIT_CHROMIUM to a Chromium/Chrome binary)")
     from playwright.sync_api import sync_playwright
 
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def lab_session(browser, tmp_path_factory):
+    """JupyterLab on a copy of the notebooks, and `browser_session`'s Chromium: yields (browser, url)."""
     root = tmp_path_factory.mktemp("notebooks")
     for nb in NOTEBOOKS:
         shutil.copy(nb, root)
@@ -83,10 +92,7 @@ def lab_session(tmp_path_factory):
             except OSError:
                 assert server.poll() is None, (root / "server.log").read_text()[-2000:]
                 time.sleep(0.2)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
-            yield browser, f"http://127.0.0.1:{port}"
-            browser.close()
+        yield browser, f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         try:

@@ -77,6 +77,25 @@ def play(page, box) -> None:
                            timeout=30_000)
 
 
+def widgets_per_slide(nb) -> list[int]:
+    """The number of widgets each slide (or subslide) of ``nb``'s saved plan shows, in order."""
+    counts: list[int] = []
+    for cell in nb.cells:
+        kind = cell.metadata.get("slideshow", {}).get("slide_type", "skip")
+        if kind in ("slide", "subslide"):
+            counts.append(0)
+        if counts and kind not in ("skip", "notes") and slides.picture_kind(cell) == "widget":
+            counts[-1] += 1
+    return counts
+
+
+# The widgets shown on the slide in front: RISE keeps a slide's skipped cells in its section, hidden.
+SHOWN_HERE = f"""() => {{ const leaf = [...document.querySelectorAll('.reveal .slides section.present')]
+        .find(s => !s.querySelector('section'));
+    return leaf ? [...leaf.querySelectorAll('{TOP_WIDGETS}')].filter(w => w.getClientRects().length > 0
+        && getComputedStyle(w).visibility !== 'hidden').length : -1; }}"""
+
+
 def check_live_slideshow(browser, url: str, notebook: Path, lab_page) -> None:
     """See the module docstring; ``lab_page`` holds the notebook, just run, in JupyterLab. Its time
     is written to ``$LABKIT_BROWSER_TIMES`` if set."""
@@ -84,13 +103,12 @@ def check_live_slideshow(browser, url: str, notebook: Path, lab_page) -> None:
     lab_page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")   # RISE opens the file
     lab_page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
     nb = nbformat.read(notebook, as_version=4)
-    want_slides, want_widgets = slides.slide_count(nb), shown_widgets(notebook)
+    want_slides, per_slide = slides.slide_count(nb), widgets_per_slide(nb)
     console: list[str] = []
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     _watch(page, console)
     page.goto(f"{url}/rise/{notebook.name}?token={TOKEN}")
     page.wait_for_selector(".reveal .slides section.present", timeout=90_000)
-    page.wait_for_timeout(1000)
     index, leaves = page.evaluate(LEAF)
     assert leaves == want_slides, f"{notebook.name}: the slideshow has {leaves} slides, the plan {want_slides}"
     seen, played = set(), 0
@@ -98,17 +116,16 @@ def check_live_slideshow(browser, url: str, notebook: Path, lab_page) -> None:
         index, _ = page.evaluate(LEAF)
         if index not in seen:
             seen.add(index)
-            current = page.locator(".reveal .slides section.present:not(:has(section))")
-            boxes = current.locator(TOP_WIDGETS)
+            page.wait_for_function(f"() => ({SHOWN_HERE})() === {per_slide[index]}", timeout=30_000)
+            boxes = page.locator(f".reveal .slides section.present:not(:has(section)) {TOP_WIDGETS} >> visible=true")
             for i in range(boxes.count()):
                 play(page, boxes.nth(i))
                 played += 1
         if index == want_slides - 1:
             break
-        page.keyboard.press("Space")
-        page.wait_for_timeout(150)
+        page.keyboard.press("Space")   # reveal.js moves within the key's handler (no transition)
     assert seen == set(range(want_slides)), f"{notebook.name}: visited slides {sorted(seen)} of {want_slides}"
-    assert played == want_widgets, f"{notebook.name}: {played} widgets played on the slides, {want_widgets} shown"
+    assert played == sum(per_slide), f"{notebook.name}: {played} widgets played on the slides, {sum(per_slide)} shown"
     optional_css = [m for m in console if "Refused to apply style from" in m]
     assert all(f"/files/rise.css'" in m or f"/files/{notebook.stem}.css'" in m for m in optional_css), optional_css
     assert not _problems(console, RISE_BENIGN), f"console errors in the slideshow: {_problems(console, RISE_BENIGN)[:3]}"
@@ -161,13 +178,14 @@ def check_static_slides(browser, html: Path, notebook: Path) -> None:
 VOILA_CDN = "https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@"
 
 
-def check_demo_page(browser, base: str, notebook: Path) -> None:
+def check_demo_page(browser, base: str, notebook: Path, address: str | None = None) -> None:
+    """``address`` is the page's URL (by default Voilà's page of ``notebook``'s name under ``base``)."""
     console: list[str] = []
     remote: list[str] = []
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     _watch(page, console)
     page.on("request", lambda r: remote.append(r.url) if not r.url.startswith((base, "data:")) else None)
-    page.goto(f"{base}/voila/render/{notebook.name}", timeout=600_000)   # the page streams while the cells run
+    page.goto(address or f"{base}/voila/render/{notebook.name}", timeout=600_000)   # it streams while cells run
     page.wait_for_selector("#rendered_cells", state="visible", timeout=60_000)
     text = page.inner_text("body")
     assert "Traceback" not in text and "There was an error when executing cell" not in text, \
