@@ -13,7 +13,8 @@ touches the checkout. For each notebook:
 4. its live slideshow (jupyterlab-rise, on the kernel that just ran it) steps
    through every slide with no error, and each widget on a slide plays
    (instructor_mode.py).
-Each notebook's Run All time is written to ``$LABKIT_BROWSER_TIMES`` if set.
+Each notebook's Run All time is written to ``$LABKIT_BROWSER_TIMES`` if set (and each
+instructor-mode check's wall and CPU seconds: instructor_mode.timed).
 
 The tests are two files, even- and odd-numbered notebooks (about equal time), so that the two
 pytest workers of ``make test`` can share the tier; ``conftest.py`` makes `browser_session` and

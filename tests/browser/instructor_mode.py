@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -38,6 +39,33 @@ def shown_widgets(notebook: Path) -> int:
     nb = nbformat.read(notebook, as_version=4)
     return sum(slides.picture_kind(c) == "widget" for c in nb.cells
                if c.metadata.get("slideshow", {}).get("slide_type", "skip") != "skip")
+
+
+def _tree_cpu() -> float:
+    """CPU seconds (user + system) so far of this process and everything it started that still runs
+    (Chromium, the servers and their kernels)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            times = p.cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+@contextlib.contextmanager
+def timed(what: str):
+    """Append "<what>\t<wall s>\t<CPU s>" to ``$LABKIT_BROWSER_TIMES`` if set, for the block."""
+    path = os.environ.get("LABKIT_BROWSER_TIMES")
+    t0, c0 = time.monotonic(), _tree_cpu() if path else 0.0
+    yield
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{what}\t{time.monotonic() - t0:.1f}\t{_tree_cpu() - c0:.1f}\n")
 
 
 def _watch(page, into: list) -> None:
@@ -97,9 +125,13 @@ SHOWN_HERE = f"""() => {{ const leaf = [...document.querySelectorAll('.reveal .s
 
 
 def check_live_slideshow(browser, url: str, notebook: Path, lab_page) -> None:
-    """See the module docstring; ``lab_page`` holds the notebook, just run, in JupyterLab. Its time
-    is written to ``$LABKIT_BROWSER_TIMES`` if set."""
-    t0 = time.monotonic()
+    """See the module docstring; ``lab_page`` holds the notebook, just run, in JupyterLab. Its wall
+    and CPU time are written to ``$LABKIT_BROWSER_TIMES`` if set."""
+    with timed(f"{notebook.stem} slideshow"):
+        _live_slideshow(browser, url, notebook, lab_page)
+
+
+def _live_slideshow(browser, url: str, notebook: Path, lab_page) -> None:
     lab_page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")   # RISE opens the file
     lab_page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
     nb = nbformat.read(notebook, as_version=4)
@@ -130,12 +162,16 @@ def check_live_slideshow(browser, url: str, notebook: Path, lab_page) -> None:
     assert all(f"/files/rise.css'" in m or f"/files/{notebook.stem}.css'" in m for m in optional_css), optional_css
     assert not _problems(console, RISE_BENIGN), f"console errors in the slideshow: {_problems(console, RISE_BENIGN)[:3]}"
     page.close()
-    if os.environ.get("LABKIT_BROWSER_TIMES"):
-        with open(os.environ["LABKIT_BROWSER_TIMES"], "a") as f:
-            f.write(f"{notebook.stem} slideshow\t{time.monotonic() - t0:.1f}\n")
 
 
 def check_static_slides(browser, html: Path, notebook: Path) -> None:
+    """See the module docstring; wall and CPU time to ``$LABKIT_BROWSER_TIMES`` if set."""
+    with timed(f"{notebook.stem} static slides"):
+        page = _static_slides(browser, html, notebook)
+    page.close()
+
+
+def _static_slides(browser, html: Path, notebook: Path):
     nb = nbformat.read(notebook, as_version=4)
     kinds = [c.metadata.get("slideshow", {}).get("slide_type", "skip") for c in nb.cells]
     want_slides = slides.slide_count(nb)
@@ -170,7 +206,7 @@ def check_static_slides(browser, html: Path, notebook: Path) -> None:
         assert widgets.nth(i).locator(".widget-html-content").last.inner_html().strip(), "a widget shows no picture"
     assert not remote, f"{html.name} loads from the network: {remote[:3]}"
     assert not _problems(console), f"console errors: {_problems(console)[:3]}"
-    page.close()
+    return page
 
 
 # Voilà's page template links Font Awesome from a CDN although its own bundle carries the same
@@ -179,7 +215,15 @@ VOILA_CDN = "https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@"
 
 
 def check_demo_page(browser, base: str, notebook: Path, address: str | None = None) -> None:
-    """``address`` is the page's URL (by default Voilà's page of ``notebook``'s name under ``base``)."""
+    """See the module docstring; ``address`` is the page's URL (by default Voilà's page of
+    ``notebook``'s name under ``base``). Wall and CPU time (the kernel's included: measured before
+    the page closes and Voilà stops it) to ``$LABKIT_BROWSER_TIMES`` if set."""
+    with timed(f"{notebook.stem} demo page"):
+        page = _demo_page(browser, base, notebook, address)
+    page.close()
+
+
+def _demo_page(browser, base: str, notebook: Path, address: str | None):
     console: list[str] = []
     remote: list[str] = []
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
@@ -202,4 +246,4 @@ def check_demo_page(browser, base: str, notebook: Path, address: str | None = No
     problems = _problems(console)
     cdn_failures = [m for m in problems if "ERR_NAME_NOT_RESOLVED" in m or "ERR_INTERNET_DISCONNECTED" in m]
     assert len(cdn_failures) <= len(remote) and len(problems) == len(cdn_failures), f"console errors: {problems[:3]}"
-    page.close()
+    return page
