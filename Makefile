@@ -2,6 +2,7 @@
 #   make course   set everything up, then open the course in JupyterLab
 #   make test     set everything up, then run the whole test suite
 # Other targets: make setup | make grade [IMPL=exercises LAB=05] | make autograder | make notebooks | make bench
+#                make exercises (write exercises/ and solutions/ from labkit's marked answers)
 #                make slides [LAB=05] | make demo LAB=05 [PORT=8866]   (instructor mode: README "For instructors")
 #                make test-gpu, make gpu-smoke (on a CUDA machine; gpu-smoke also with a preinstalled
 #                torch and no network: make gpu-smoke PYTHON=python3)
@@ -14,7 +15,7 @@ STAMP  := $(VENV)/.labkit-installed
 IMPL   ?= exercises
 LAB    ?=
 
-.PHONY: setup course test test-gpu gpu-smoke grade autograder notebooks slides demo bench clean
+.PHONY: setup course test test-gpu gpu-smoke grade autograder notebooks exercises slides demo bench clean
 
 setup: $(STAMP)
 
@@ -86,6 +87,10 @@ autograder: setup
 # Rebuild every notebook from notebooks/_src and execute it (stores outputs for nbval).
 notebooks: setup
 	$(PY) -m labkit.nbbuild notebooks/_src/*.py
+
+# exercises/ (stubs) and solutions/ (answers) from the answers marked in labkit (labkit/grading/generate.py).
+exercises: setup
+	$(PY) -m labkit.grading.generate
 
 # Static reveal.js slides of every lab (or LAB=NN) under build/slides/, with saved outputs and
 # widget state; they open offline from a file URL (reveal.js and the widget renderer are fetched

@@ -1,5 +1,7 @@
 """Lab 01 exercises: arithmetic intensity, the roofline, MFU/HFU.
 
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
+
 Conventions (as in the notebook): one FLOP per add/multiply; bytes moved are
 the compulsory traffic (each operand read once, each result written once per
 kernel); arithmetic intensity = FLOPs / bytes.
@@ -12,7 +14,7 @@ def matmul_intensity(m, k, n, dtype_bytes=4):
     FLOPs: one multiply and one add per (i, j, p) triple. Bytes: A and B read
     once, C written once, each element ``dtype_bytes`` bytes. Returns a float.
     """
-    raise NotImplementedError("hint: count 2*m*k*n FLOPs and (m*k + k*n + m*n) elements moved; try m=1 (a vector times a matrix)")
+    raise NotImplementedError("hint: FLOPs over bytes: a multiply-add per (i, j, p) triple; each of A, B, C crosses memory once. Try m=1 (a vector times a matrix) and compare with m=n=k.")
 
 
 def chain_intensity(k, fused, dtype_bytes=4):
@@ -23,13 +25,13 @@ def chain_intensity(k, fused, dtype_bytes=4):
     reads two arrays and writes one. Fused, one kernel reads the k+1 inputs and
     writes y. The result does not depend on n. Returns a float.
     """
-    raise NotImplementedError("hint: count arrays moved per element: unfused 3 per op, fused (k+1) reads + 1 write")
+    raise NotImplementedError("hint: count the arrays that cross memory per element: each unfused kernel reads two and writes one; the fused kernel reads every input once and writes one result.")
 
 
 def attainable_flops(intensity, peak_flops, bandwidth):
     """Roofline: the best FLOP/s an op of ``intensity`` (FLOP/byte) can reach on a machine
     with compute peak ``peak_flops`` (FLOP/s) and memory ``bandwidth`` (bytes/s)."""
-    raise NotImplementedError("hint: the roof is the lower of two ceilings: compute peak and intensity * bandwidth")
+    raise NotImplementedError("hint: the roof is the lower of two ceilings: the compute peak, and what memory can feed (intensity times bandwidth).")
 
 
 def mfu_hfu(n_params, tokens, seconds, peak_flops, recompute_forward):
@@ -40,4 +42,4 @@ def mfu_hfu(n_params, tokens, seconds, peak_flops, recompute_forward):
     With ``recompute_forward`` (activation checkpointing) the forward is run once
     more during backward; that work counts for HFU but not for MFU.
     """
-    raise NotImplementedError("hint: model FLOPs are 6*N*tokens always; hardware FLOPs add one more forward (2*N*tokens) when recomputing")
+    raise NotImplementedError("hint: both are FLOPs per second over the peak. Model FLOPs count forward and backward once; hardware FLOPs also count the forward that checkpointing runs again.")

@@ -1,5 +1,7 @@
 """Lab 02 exercises: strided views as (shape, strides, offset), all counted in elements.
 
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
+
 Element [i0, i1, ...] of a view is at storage position offset + sum(i_d * strides[d]).
 Shapes and strides are tuples of ints; the functions return tuples.
 """
@@ -11,18 +13,18 @@ def slice_view(shape, strides, offset, dim, start, stop, step):
     ``start``, ``stop`` >= 0 and ``step`` >= 1; like Python, ``start`` and ``stop``
     larger than the size are clamped to it, and a stop before start gives length 0.
     """
-    raise NotImplementedError("hint: offset moves by start*stride; the stride is multiplied by step; length is ceil((stop-start)/step) after clamping")
+    raise NotImplementedError("hint: clamp start and stop to the size as Python's slices do; the length is a ceiling division by step; only this dimension's size, its stride and the offset change.")
 
 
 def permute_view(shape, strides, offset, dims):
     """(shape, strides, offset) of ``t.permute(dims)``: new dimension i is old dimension dims[i]."""
-    raise NotImplementedError("hint: pick shape[d] and strides[d] for d in dims, in that order; the offset does not change")
+    raise NotImplementedError("hint: a permutation only reorders the (size, stride) pairs; the storage and the offset stay.")
 
 
 def is_contiguous(shape, strides):
     """True when torch's ``is_contiguous()`` would be: row-major order after ignoring
     size-1 dimensions (their stride does not matter); a tensor with no elements is contiguous."""
-    raise NotImplementedError("hint: walk dims from the last, skipping size-1 dims; each stride must equal the product of the sizes after it")
+    raise NotImplementedError("hint: walk the dimensions from the last, skipping size-1 ones: each stride must be the product of the sizes to its right.")
 
 
 def view_strides(shape, strides, new_shape):
@@ -47,4 +49,4 @@ def view_strides(shape, strides, new_shape):
     viewed as (4, 3, 1) gives (1, 4, 4), as (4, 1, 3) gives (1, 12, 4) and as
     (1, 4, 3) gives (4, 1, 4).
     """
-    raise NotImplementedError("hint: group old dims (from the last) into runs where strides[d-1] == strides[d]*shape[d]; each new dim must fit inside one run")
+    raise NotImplementedError("hint: group the old dimensions into contiguous runs from the right (a run's base stride times its element count so far); hand each run the new dimensions whose sizes multiply to its count; return None when a new dimension would straddle two runs.")

@@ -1,15 +1,22 @@
 """Lab 03 exercises: tiled matrix multiplication with load counting.
 
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
+
 Conventions (the same as labkit.matmul): A is M x K, B is K x N, C = A @ B is M x N.
 Tile sizes need not divide the matrix sizes: the last tile along a dimension is
 smaller, and you count only the elements really loaded. Traffic is counted in
 elements with `labkit.matmul.Traffic(a_reads, b_reads, c_writes)`.
-Section 11's CUDA exercises (the kernels tiled_matmul and block_sum, and blocks_per_sm) are at the end.
+Section 11's CUDA exercises (the kernels tiled_matmul and block_sum, and blocks_per_sm) are at the end:
+kernels in numba's CUDA dialect, run thread by thread by labkit.gpu_model.cuda_sim, which checks every
+access (a race, a barrier not all threads reach, or an index out of range is an error). TILE = 8 is
+tiled_matmul's tile (its blocks are TILE x TILE threads); block_sum is launched with 32, 64 or 128
+threads per block, at most BLOCK = 128.
 Grade with ``python -m labkit.grade --lab 03`` (or ``make grade LAB=03``).
 """
-import numpy as np  # noqa: F401  (you will need these)
+import numpy as np  # noqa: F401
 
-from labkit.gpu_model.cuda_sim import cuda  # noqa: F401  (section 11's kernels)
+from labkit.gpu_model.cuda_kernels import BLOCK, TILE  # noqa: F401
+from labkit.gpu_model.cuda_sim import cuda  # noqa: F401
 from labkit.matmul import Traffic, TwoLevelTraffic  # noqa: F401
 
 
@@ -26,8 +33,7 @@ def cache_tiled(A, B, b1, b2):
     Returns (C, traffic): C the (M, N) float64 product, traffic a labkit.matmul.Traffic.
     Raise ValueError if A.shape[1] != B.shape[0] or a tile size is < 1.
     """
-    raise NotImplementedError("hint: loop i over range(0, M, b1) and j over range(0, N, b2); "
-                              "A[i:i + b1] is automatically shorter at the edge, and .size counts what was loaded")
+    raise NotImplementedError("hint: keep each row block of A for the whole sweep over B's column blocks; numpy slices clip the last tile for you, and .size counts what a tile really holds.")
 
 
 def register_tiled(A, B, v1, v2, v3):
@@ -45,8 +51,7 @@ def register_tiled(A, B, v1, v2, v3):
     Returns (C, traffic): C the (M, N) float64 product, traffic a labkit.matmul.Traffic.
     Raise ValueError if A.shape[1] != B.shape[0] or a tile size is < 1.
     """
-    raise NotImplementedError("hint: three loops (i by v1, j by v2, k by v3); each A tile is reloaded "
-                              "for every column tile of C, so a_reads comes out as M*K*ceil(N/v2)")
+    raise NotImplementedError("hint: the C tile is an accumulator that stays put while the k loop streams tiles of A and B past it; it is written once, after the last k block.")
 
 
 def tiled(A, B, b1, b2, v1, v2):
@@ -66,15 +71,7 @@ def tiled(A, B, b1, b2, v1, v2):
     labkit.matmul.TwoLevelTraffic(dram=Traffic for DRAM -> L1, l1=Traffic for L1 -> registers).
     Raise ValueError if A.shape[1] != B.shape[0] or a tile size is < 1.
     """
-    raise NotImplementedError("hint: start from your cache_tiled loop; inside it run register tiles over "
-                              "the b1 x b2 block (range(0, rows_in_block, v1)); keep one Traffic per level")
-
-
-# ---------------------------------------------------------------------------- section 11: CUDA kernels
-# Kernels in numba's CUDA dialect, run thread by thread by labkit.gpu_model.cuda_sim (every
-# access checked: a race, a barrier not all threads reach, or an index out of range is an error).
-TILE = 8          # tiled_matmul's blocks are TILE x TILE threads; its shared tiles TILE x TILE
-MAX_BLOCK = 128   # block_sum is launched with 32, 64 or 128 threads per block
+    raise NotImplementedError("hint: nest register tiles inside each cache block: two Traffic counters, one per level; a register tile never crosses its block's edge.")
 
 
 def tiled_matmul(A, B, C, M, N, K):
@@ -90,26 +87,24 @@ def tiled_matmul(A, B, C, M, N, K):
     from global memory once per block that needs it: M*K*cdiv(N, TILE) + K*N*cdiv(M, TILE) loads.
     No two threads may touch one shared element without a cuda.syncthreads() between them.
     """
-    raise NotImplementedError("hint: two cuda.shared.array tiles; per k step: copy, cuda.syncthreads(), "
-                              "multiply-add TILE products, cuda.syncthreads() again before the next copy")
+    raise NotImplementedError("hint: two cuda.shared.array tiles; in each step of k every thread copies one element of each tile, then the block waits (cuda.syncthreads) before reading them, and waits again before the next copy.")
 
 
 def block_sum(x, out, n):
     """CUDA kernel: out[0] += the sum of x[0:n] (out starts at 0; blocks of 32, 64 or 128 threads).
 
     x: (n,) float32 and out: (1,) float32 arrays in global memory. Block b's thread t loads
-    x[b*blockDim.x + t] (0.0 past n) into a cuda.shared.array(MAX_BLOCK, np.float32), then the block
+    x[b*blockDim.x + t] (0.0 past n) into a cuda.shared.array(BLOCK, np.float32), then the block
     adds its values as a tree: with stride = blockDim.x // 2, then half of it, down to 1, thread
     t < stride adds s[t + stride] to s[t], with a cuda.syncthreads() after every step (every thread
     of the block must reach each one). Thread 0 then adds s[0] to out[0] with
     cuda.atomic.add(out, 0, s[0]): exactly one atomic per block.
     """
-    raise NotImplementedError("hint: s[t] = x[i] if i < n else 0.0; cuda.syncthreads(); while stride > 0: "
-                              "if t < stride: ...; cuda.syncthreads() outside the if; stride //= 2")
+    raise NotImplementedError("hint: a shared array holds the block's values; halve the number of working threads each step, with a barrier every thread reaches after each step; one atomic add per block at the end.")
 
 
 def blocks_per_sm(threads, regs_per_thread, smem_per_block, sm):
-    """Resident blocks per SM, and the limit(s) that set it (section 9.6's rules).
+    """Resident blocks per SM, and the limit(s) that set it (the rules in this module's docstring).
 
     threads: threads per block (1..1024); regs_per_thread: registers per thread; smem_per_block:
     bytes of shared memory per block; sm: a dict of the SM's limits (ints): "max_warps",
@@ -126,5 +121,4 @@ def blocks_per_sm(threads, regs_per_thread, smem_per_block, sm):
     Return (blocks, limiter): the smallest limit (0 if a block cannot fit), and the names of every
     limit equal to it, in the order above, joined by "+" (e.g. "warps+regs").
     """
-    raise NotImplementedError("hint: one dict of the four limits in the order given; the register limit "
-                              "counts warps per partition first, then blocks")
+    raise NotImplementedError("hint: compute the four limits separately, rounding each allocation up to its unit before dividing; registers are shared out per partition, so fit whole warps in one partition first.")

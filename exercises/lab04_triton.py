@@ -1,9 +1,12 @@
 """Lab 04 exercises: write the bodies of four Triton kernels.
 
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
+
 Each exercise is a ``@triton.jit`` kernel; the Python wrapper below it (already
 complete) checks the inputs, allocates the output, picks the block size and
 launches the grid. Your kernels run in Triton's interpreter on a CPU
-(``import labkit`` sets TRITON_INTERPRET=1) and compile unchanged on a GPU.
+(``import labkit`` sets TRITON_INTERPRET=1 before any kernel is defined) and
+compile unchanged on a GPU.
 
 Rules of thumb: every program computes its element indices from
 ``tl.program_id``; any block that can run past the end of the data needs a
@@ -14,13 +17,13 @@ even when the numbers come out right.
 
 Grade: ``python -m labkit.grade --lab 04`` (or ``make grade LAB=04``).
 """
-import labkit  # noqa: F401  (TRITON_INTERPRET=1 before any kernel is defined)
+import labkit  # noqa: F401
 
-import torch
-import triton
-import triton.language as tl
+import torch  # noqa: F401
+import triton  # noqa: F401
+import triton.language as tl  # noqa: F401
 
-from labkit.kernels.checks import check_same, check_tensor
+from labkit.kernels.checks import check_same, check_tensor  # noqa: F401
 
 
 @triton.jit
@@ -30,7 +33,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     The grid has ceil(n / BLOCK) programs, so the last block may run past n:
     mask those lanes on the loads and on the store.
     """
-    raise NotImplementedError("hint: offs = pid * BLOCK + tl.arange(0, BLOCK); mask = offs < n; tl.load/tl.store with mask=mask")
+    raise NotImplementedError("hint: each program finds its lanes from tl.program_id and tl.arange; a mask of the lanes below n guards the tl.load and the tl.store.")
 
 
 def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 16) -> torch.Tensor:
@@ -56,7 +59,7 @@ def softmax_kernel(x_ptr, out_ptr, n_cols, stride_row, BLOCK: tl.constexpr):
     out_ptr's element type (``out_ptr.dtype.element_ty``); out has the same
     row stride as x.
     """
-    raise NotImplementedError("hint: load the row with other=float('-inf'), subtract tl.max(x, axis=0), exp, divide by tl.sum, store masked")
+    raise NotImplementedError("hint: one masked tl.load of the row with a neutral other= for the max, then tl.max, tl.exp, tl.sum in fp32; store masked, cast to the output's element type.")
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
@@ -80,7 +83,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tail, with other=0.0), using tl.dot(a, b, acc, input_precision="ieee").
     Store the tile in c_ptr's element type, masked at the M and N edges.
     """
-    raise NotImplementedError("hint: acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32); for k0 in range(0, K, BLOCK_K): load masked A and B tiles, acc = tl.dot(a, b, acc, input_precision='ieee')")
+    raise NotImplementedError("hint: an fp32 accumulator tile (tl.zeros) updated by tl.dot over a loop on K in BLOCK_K steps; mask the loads at every edge (other=0.0) and the store at M and N.")
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, block: int = 16) -> torch.Tensor:
@@ -107,7 +110,7 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexp
     (divide by n_cols) over the row's n_cols real values, all in fp32; masked
     lanes must not count. Store y in y_ptr's element type.
     """
-    raise NotImplementedError("hint: load with other=0.0, mean = tl.sum(x, axis=0) / n_cols, zero the masked lanes of x - mean with tl.where before the variance")
+    raise NotImplementedError("hint: reduce the row with tl.sum for the mean and the biased variance; tl.where keeps masked lanes out of the variance; tl.sqrt, then scale and shift.")
 
 
 def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:

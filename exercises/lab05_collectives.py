@@ -1,4 +1,6 @@
-"""Lab 05 exercises: collectives from point-to-point messages (your work: replace each raise with code).
+"""Lab 05 exercises: collectives from point-to-point messages.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 Rules for every function here:
 - it runs on every rank of an initialised process group (e.g. under
@@ -29,7 +31,7 @@ def ring_reduce_scatter_chunks(buf, bounds):
     other chunks hold partial sums (unspecified).
     Returns CommStats: rank r sends every chunk except chunk r exactly once.
     """
-    raise NotImplementedError("hint: loop s over range(N-1); send chunk (rank-s-1)%N right and receive chunk (rank-s-2)%N from the left into a scratch tensor with exchange(stats, send=..., dst=..., recv=..., src=...), then add it into buf")
+    raise NotImplementedError("hint: N-1 rounds of `exchange` with both ring neighbours at once; receive into a spare buffer (torch.empty), then add it into your copy of that chunk.")
 
 
 def ring_all_gather_chunks(buf, bounds):
@@ -42,7 +44,7 @@ def ring_all_gather_chunks(buf, bounds):
     After the call: chunk i of every rank's buf equals chunk i of rank i's buf.
     Returns CommStats: rank r sends every chunk except chunk (r + 1) % N exactly once.
     """
-    raise NotImplementedError("hint: like reduce-scatter but send chunk (rank-s)%N and receive chunk (rank-s-1)%N straight into its place in buf (no addition); use bounds[c]:bounds[c+1] for chunk c")
+    raise NotImplementedError("hint: the same ring as reduce-scatter, one chunk later, and `exchange` can receive straight into the slice of buf where the chunk belongs.")
 
 
 def ring_all_reduce(tensor):
@@ -56,7 +58,7 @@ def ring_all_reduce(tensor):
     Returns the two CommStats added together: 2(N-1) steps, and rank r sends
     2S - c_r - c_{(r+1)%N} bytes (c_i = bytes of chunk i, S = tensor bytes).
     """
-    raise NotImplementedError("hint: work on a flat 1-D view of tensor, cut it with chunk_bounds(numel, world_size), run your reduce-scatter then your all-gather on it, and add their CommStats (copy back if tensor was not contiguous)")
+    raise NotImplementedError("hint: a flat view of the tensor (a contiguous copy if need be, copied back at the end), cut with chunk_bounds; your two ring functions; CommStats objects add with +.")
 
 
 def tree_broadcast(tensor, src):
@@ -68,7 +70,7 @@ def tree_broadcast(tensor, src):
     tensor: contiguous, any shape. Returns CommStats: every rank except src receives
     S bytes once; src sends ceil(log2 N) messages.
     """
-    raise NotImplementedError("hint: v = (rank - src) % N; for step = 1, 2, 4, ... < N: if v < step and v + step < N send to (v + step + src) % N, elif step <= v < 2*step receive from (v - step + src) % N")
+    raise NotImplementedError("hint: relative ranks make src rank 0; the set of ranks holding the data doubles each round, each holder sending to the rank 2^k further on; one `exchange` call per send or receive.")
 
 
 def recursive_doubling_all_reduce(tensor):
@@ -81,4 +83,4 @@ def recursive_doubling_all_reduce(tensor):
     tensor: contiguous, any shape. Returns CommStats: a rank r < P sends log2(P)
     whole tensors, plus one more if it has a fold partner; ranks >= P send one.
     """
-    raise NotImplementedError("hint: P = largest power of two <= N; ranks >= P send to rank-P and later receive the answer; ranks < P fold in rank+P's tensor, swap-and-add with rank ^ mask for mask = 1, 2, ..., then send the answer back")
+    raise NotImplementedError("hint: fold the ranks beyond the largest power of two into their partners, swap with rank XOR mask for doubling masks (`exchange` both ways at once), then unfold.")

@@ -1,7 +1,10 @@
-"""Lab 06 exercises: data parallelism (your work: replace each raise with code).
+"""Lab 06 exercises: data parallelism.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 - ``bucket_indices``: which gradients travel together (PyTorch DDP's bucketing rule);
 - ``data_parallel_hooks``: DDP from backward hooks, one asynchronous all-reduce per parameter;
+- ``bucketed_ddp_hooks``: the same with gradient buckets, one asynchronous all-reduce per bucket;
 - ``ssp_start_times``: the clock rule of a stale-synchronous parameter server;
 - ``noise_scale``: the gradient noise scale from the two gradients a data-parallel step has.
 """
@@ -23,7 +26,7 @@ def bucket_indices(param_bytes, param_dtypes, cap_bytes):
     they were opened.
     Example: bytes [4, 4, 4], one dtype, cap 8 -> [[2, 1], [0]].
     """
-    raise NotImplementedError("hint: loop i over reversed(range(len(param_bytes))); keep one open (members, size) per dtype in a dict; append i, and close the bucket (move it to the result) once size >= cap_bytes")
+    raise NotImplementedError("hint: one open bucket per dtype at any moment, each knowing its bytes so far; reversed() walks in backward's order, and a dict remembers the order its keys were first added.")
 
 
 def data_parallel_hooks(module):
@@ -31,17 +34,39 @@ def data_parallel_hooks(module):
 
     module: a torch.nn.Module whose replicas may start different on each rank.
     1. Copy rank 0's parameters and buffers to every rank (dist.broadcast, in place).
-    2. On every parameter that requires grad, register a hook that runs when its gradient
-       has been accumulated (``p.register_post_accumulate_grad_hook``). The hook divides
-       ``p.grad`` by the world size and starts ``dist.all_reduce(p.grad, async_op=True)``,
-       keeping the returned work handle. Each parameter must be reduced exactly once per
-       backward, also when two modules share it (a tied embedding and output layer);
-       parameters with requires_grad=False get no hook.
-    3. Return ``finish()``: it waits for every work handle started since the last call (so
-       every rank then holds the mean gradient of the whole batch) and forgets them.
-    Use: loss.backward(); finish(); optimizer.step().
+    2. While backward runs, as soon as a parameter's gradient has been accumulated, start ONE
+       asynchronous all-reduce of that gradient, in place, so that after it every rank holds the
+       mean of the ranks' gradients. Each parameter that requires grad is reduced exactly once
+       per backward, also when two modules share it (a tied embedding and output layer);
+       parameters with requires_grad=False are never reduced.
+    3. Return ``finish()``: it waits for every all-reduce started since the last call (so every
+       rank then holds the mean gradient of the whole batch in ``.grad``) and forgets them.
+    Use: loss.backward(); finish(); optimizer.step(). The grader counts one all-reduce per
+    trainable parameter, each with async_op=True and started during backward.
     """
-    raise NotImplementedError("hint: broadcast every parameter and buffer from rank 0; loop over module.parameters() (each shared parameter appears once); in a post-accumulate-grad hook divide p.grad by the world size and keep dist.all_reduce(p.grad, async_op=True); finish() waits on every kept handle")
+    raise NotImplementedError("hint: overlap: a gradient is final once backward has accumulated it, so its reduction can start then and run in the background while backward goes on. APIs: dist.broadcast, Tensor.register_post_accumulate_grad_hook, dist.all_reduce(async_op=True) and Work.wait().")
+
+
+def bucketed_ddp_hooks(module, buckets):
+    """Make ``module`` data-parallel with gradient buckets reduced while backward runs; return ``finish``.
+
+    module: a torch.nn.Module whose replicas may start different on each rank.
+    buckets: a list of buckets, each a list of indices into
+    ``params = [p for p in module.parameters() if p.requires_grad]``; every index is in exactly
+    one bucket (``bucket_indices`` gives such a list for params' sizes and dtypes, one dtype per
+    bucket).
+    1. Copy rank 0's parameters and buffers to every rank (dist.broadcast, in place).
+    2. During backward, as soon as the LAST gradient of a bucket has been accumulated (in the hook
+       of that gradient, not later), start ONE asynchronous all-reduce (async_op=True) of a flat
+       tensor holding all of the bucket's gradients, so that it yields the mean over the ranks.
+    3. Return ``finish()``: it waits for every bucket's all-reduce started since the last call,
+       puts each parameter's mean gradient (of the whole batch) into its ``.grad``, and readies
+       everything for the next backward.
+    Use: loss.backward(); finish(); optimizer.step(). The grader checks one all-reduce per bucket
+    carrying exactly the bucket's bytes, each started in the hook of its bucket's last gradient,
+    and the trained parameters against one process on the whole batch.
+    """
+    raise NotImplementedError("hint: a bucket is ready when its last gradient is, whatever order backward takes: count what each bucket still waits for. One flat message per bucket (torch.cat); finish() must undo the flattening (slices of the flat mean, Tensor.copy_) and reset the counts.")
 
 
 def ssp_start_times(durations, staleness):
@@ -57,7 +82,7 @@ def ssp_start_times(durations, staleness):
     index is negative, where finish[k][c] = start[k][c] + durations[k][c].
     Example: durations [[1, 1, 1], [3, 3, 3]], s = 1 -> [[0, 1, 3], [0, 3, 6]].
     """
-    raise NotImplementedError("hint: go clock by clock (c = 0..n-1); gate = max finish[j][c-s-1] over workers when that index is >= 0 (never for ASP); start[k][c] = max(finish[k][c-1], gate)")
+    raise NotImplementedError("hint: every start depends only on finishes of earlier clocks, so the table can be filled one clock (column) at a time for all workers; the staleness bound is one gate shared by a whole clock.")
 
 
 def noise_scale(g_small_sq, g_big_sq, b_small, b_big):
@@ -72,4 +97,4 @@ def noise_scale(g_small_sq, g_big_sq, b_small, b_big):
     tr(Σ), and return (|G|² estimate, tr(Σ) estimate, their ratio tr(Σ)/|G|²) as floats.
     Example: g_small_sq = 3.0, g_big_sq = 1.5, b_small = 1, b_big = 4 -> (1.0, 2.0, 2.0).
     """
-    raise NotImplementedError("hint: two unknowns, two equations: g_small_sq = G2 + S/b_small, g_big_sq = G2 + S/b_big; |G_big|^2 alone is biased by S/b_big")
+    raise NotImplementedError("hint: write E|G_B|^2 = |G|^2 + tr(Sigma)/B once for each batch size: two linear equations in the two unknowns. The big batch's norm alone is not |G|^2: it still carries tr(Sigma)/b_big.")

@@ -1,4 +1,6 @@
-"""Lab 07 exercises: tensor parallelism (your work: replace each raise with code).
+"""Lab 07 exercises: tensor parallelism.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 Every function runs on every rank of an initialised process group (e.g. under
 ``labkit.dist.launch``); use ``dist.all_reduce`` for communication (sum unless stated), and make
@@ -22,7 +24,7 @@ def copy_to_tp(x):
     Write it as a torch.autograd.Function (forward / backward static methods) and return
     ``YourFunction.apply(x)``.
     """
-    raise NotImplementedError("hint: class F(torch.autograd.Function) with forward returning x.view_as(x) and backward returning the all-reduced (cloned) gradient; return F.apply(x)")
+    raise NotImplementedError("hint: a torch.autograd.Function whose static forward returns the input as a new view (x.view_as(x)) and whose backward all-reduces a clone of the gradient (dist.all_reduce).")
 
 
 def reduce_from_tp(x):
@@ -32,7 +34,7 @@ def reduce_from_tp(x):
     x: a tensor of the same shape on every rank (each rank's partial result). Do not modify x
     in place (clone before dist.all_reduce). Write it as a torch.autograd.Function.
     """
-    raise NotImplementedError("hint: the mirror image of copy_to_tp: forward clones x and all-reduces it, backward returns the gradient as it is")
+    raise NotImplementedError("hint: the mirror image of copy_to_tp: the all-reduce (of a clone) moves to forward, and backward passes the gradient through.")
 
 
 def column_parallel_linear(x, weight, bias):
@@ -42,7 +44,7 @@ def column_parallel_linear(x, weight, bias):
     (out/t,), this rank's part of b. Returns (..., out/t). The gradient reaching x must be the
     full one (every rank's part added up): pass x through your copy_to_tp first.
     """
-    raise NotImplementedError("hint: torch.nn.functional.linear(copy_to_tp(x), weight, bias)")
+    raise NotImplementedError("hint: every rank holds all of x, so x enters through your f (copy_to_tp), then one torch.nn.functional.linear with this rank's rows of W and b.")
 
 
 def row_parallel_linear(x, weight, bias):
@@ -52,7 +54,7 @@ def row_parallel_linear(x, weight, bias):
     bias: (out,), the whole bias (the same on every rank). Returns (..., out), the same on every
     rank: the ranks' partial products summed with your reduce_from_tp, the bias added once.
     """
-    raise NotImplementedError("hint: sum the partial products F.linear(x, weight) over ranks with reduce_from_tp, then add the bias once")
+    raise NotImplementedError("hint: each rank's product covers only its input features: add the partial products over ranks with your g (reduce_from_tp); the bias is whole, so add it after the sum.")
 
 
 def vocab_parallel_cross_entropy(logits, targets, start):
@@ -65,7 +67,7 @@ def vocab_parallel_cross_entropy(logits, targets, start):
     all-reduces of N numbers (the row max with op=dist.ReduceOp.MAX, the sum of exps, the target
     logit). Backward needs no communication: d loss / d z_v = (softmax_v - [v == target]) / N.
     """
-    raise NotImplementedError("hint: an autograd.Function; forward: all-reduce the row max (MAX), then the sum of exp(z - max), then the target's shifted logit (zero where the target is not yours); backward: (softmax - onehot) * grad / N")
+    raise NotImplementedError("hint: a torch.autograd.Function: in forward, three dist.all_reduce calls (op=dist.ReduceOp.MAX for the row max; sums for the exps and for the target logit, zero off your columns); keep the local softmax for backward, which subtracts the one-hot of your targets and divides by N.")
 
 
 def halo_bytes_per_rank(batch, channels, width, kernel, world, itemsize):
@@ -78,5 +80,4 @@ def halo_bytes_per_rank(batch, channels, width, kernel, world, itemsize):
     edges are padded with zeros, nothing is sent there). A row is batch * channels * width elements
     of itemsize bytes. Not a collective: this runs on no rank; just return the list.
     """
-    raise NotImplementedError("hint: a rank has one neighbour at each end of the image and two inside; "
-                              "each neighbour gets kernel // 2 rows")
+    raise NotImplementedError("hint: count each rank's neighbours (the first and the last stripe have one, the others two) and the rows each neighbour needs; a row of the stripe is one row of every image and channel.")

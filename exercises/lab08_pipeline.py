@@ -1,20 +1,21 @@
-"""Lab 08 exercises: pipeline parallelism (stubs: fill these in).
+"""Lab 08 exercises: pipeline parallelism.
 
-Three pieces of the lab, each graded on its own:
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
+
+Four pieces of the lab, each graded on its own:
 - `schedule_1f1b`: the 1F1B schedule generator;
 - `bubble_fraction`: the pipeline bubble under uniform stage times;
-- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks).
+- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks);
+- `optimal_slicing` (section 8.3): TeraPipe's choice of token slices for one long sequence.
 """
 from __future__ import annotations
 
-from fractions import Fraction
+from fractions import Fraction  # noqa: F401
 
-import torch
-import torch.distributed as dist
+import torch  # noqa: F401
+import torch.distributed as dist  # noqa: F401
 
-from labkit.pipeline.schedules import Action
-
-__all__ = ["schedule_1f1b", "bubble_fraction", "stage_backward"]
+from labkit.pipeline.schedules import Action  # noqa: F401
 
 
 def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Action]]:
@@ -31,7 +32,7 @@ def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Actio
     Raise ValueError if num_microbatches < num_ranks (PyTorch refuses that too)
     or either argument is < 1.
     """
-    raise NotImplementedError("hint: per rank r: min(m, p - r) forwards, then alternate B (oldest) / F (next) until forwards run out, then the remaining B")
+    raise NotImplementedError("hint: check the arguments first; then each rank runs min(m, p - r) forwards, then alternates the backward of its oldest microbatch with the next forward; build Action(stage, kind, microbatch) tuples.")
 
 
 def bubble_fraction(num_ranks: int, num_microbatches: int, virtual_stages: int = 1) -> Fraction:
@@ -43,7 +44,7 @@ def bubble_fraction(num_ranks: int, num_microbatches: int, virtual_stages: int =
     that is bubble (not idle / ideal compute). Valid for GPipe and 1F1B (v = 1)
     and for interleaved 1F1B with m >= p. Raise ValueError for arguments < 1.
     """
-    raise NotImplementedError("hint: the idle ranks x time during fill and drain, over p x the step time; return a fractions.Fraction")
+    raise NotImplementedError("hint: each rank idles while the pipeline fills and drains, p - 1 stage times; interleaving makes a stage 1/v as long; fractions.Fraction keeps the ratio exact.")
 
 
 def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: torch.Tensor | None,
@@ -58,4 +59,19 @@ def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: 
     ``stage_input.grad`` to rank ``send_to`` with tag ``send_tag`` using
     ``dist.isend`` and return its Work (the caller waits on it); else return None.
     """
-    raise NotImplementedError("hint: dist.recv the output gradient into torch.empty_like(stage_output), backpropagate it, then dist.isend stage_input.grad")
+    raise NotImplementedError("hint: the last stage calls loss.backward(); the others dist.recv a gradient shaped like the output and pass it to torch.autograd.backward; then dist.isend the input's .grad (contiguous).")
+
+
+def optimal_slicing(seq_len, num_stages, cost):
+    """TeraPipe's slicing of one sequence: (least latency, slice lengths).
+
+    seq_len: L tokens (or blocks of tokens), an int >= 1; num_stages: K equal pipeline stages.
+    cost(length, context): the time, on one stage, of a slice of ``length`` tokens that follows
+    ``context`` tokens of prefix (exact numbers: ints or Fractions); it grows with both.
+    A slicing is a list of positive ints summing to L; slice j follows the tokens of slices
+    0..j-1, and its time is t_j = cost(l_j, l_0 + ... + l_{j-1}). Its latency on K stages is
+    Σ_j t_j + (K − 1)·max_j t_j. Return the least latency over all slicings and one slicing
+    that has it, in order: ``(latency, [l_0, l_1, ...])``. L up to about 32 must take well under a
+    second; trying all 2^(L−1) slicings does not.
+    """
+    raise NotImplementedError("hint: the max term is what couples the slices: fix it as a bound on every slice's time, and what is left is a dynamic program over prefixes of the sequence; only the distinct slice times can be the bound worth trying.")

@@ -1,8 +1,14 @@
-"""Lab 09 exercises: memory (your work: replace each raise with code).
+"""Lab 09 exercises: memory.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 - ``checkpointed_forward``: activation checkpointing of a chain of layers, written by hand;
-- ``block_activation_bytes``: the bytes one block of the course's GPT keeps for backward.
+- ``block_activation_bytes``: the bytes one block of the course's GPT keeps for backward;
+- ``forward_only_peak``: the activation peak of a chain run without autograd (inference);
+- ``kv_cache_bytes``: the bytes of a decoder's key/value cache (section 12).
 """
+from __future__ import annotations
+
 import math  # noqa: F401
 
 import torch  # noqa: F401
@@ -24,7 +30,7 @@ def checkpointed_forward(layers, x, segment):
     (torch.autograd.backward) put the parameters' gradients straight into their .grad, as
     PyTorch's reentrant checkpoint does. Do not use torch.utils.checkpoint.
     """
-    raise NotImplementedError("hint: class Segment(torch.autograd.Function): forward(ctx, run, x, *params) saves x and the RNG state and returns run(x) under no_grad; backward recomputes run(x.detach().requires_grad_()) with grad enabled, calls torch.autograd.backward(out, grad) and returns x's gradient")
+    raise NotImplementedError("hint: a torch.autograd.Function per segment: forward under torch.no_grad(), keeping the input and torch.get_rng_state(); backward reruns the segment with grad inside torch.random.fork_rng after torch.set_rng_state, then torch.autograd.backward. Pass the parameters as inputs too.")
 
 
 def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recompute="none"):
@@ -43,7 +49,7 @@ def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recom
     q, k, v copies are replaced by the qkv output (same size), softmax's output and the mask are
     not kept. recompute="full": only the block's input is kept.
     """
-    raise NotImplementedError("hint: add up the list in b·s·h·e units first: 2 LayerNorm inputs + 4 Linear inputs (one of them, the MLP projection's, r times wider) + 3 copies + GELU's input; then the small terms")
+    raise NotImplementedError("hint: add up, in bytes, every tensor the list names: most are b·s·h elements or r times that; the LayerNorm statistics are b·s; softmax's output is per head and s × s; the mask is bool.")
 
 
 def forward_only_peak(activation_bytes):
@@ -55,7 +61,7 @@ def forward_only_peak(activation_bytes):
     writes its output its input is still alive. Return max(a_1, max over i of a_i + a_{i+1}).
     Raise ValueError for an empty list.
     """
-    raise NotImplementedError("hint: two buffers at a time: the largest sum of two neighbours (and a_1 alone)")
+    raise NotImplementedError("hint: without a graph, only a layer's input and output are alive at once: look at neighbours.")
 
 
 def kv_cache_bytes(layers, heads, kv_heads, head_dim, tokens, batch, itemsize):
@@ -66,5 +72,4 @@ def kv_cache_bytes(layers, heads, kv_heads, head_dim, tokens, batch, itemsize):
     grouped-query attention (kv_heads must divide heads; 1 is multi-query attention).
     Raise ValueError if kv_heads does not divide heads or a size is < 1 (tokens may be 0).
     """
-    raise NotImplementedError("hint: K and V, every layer, every token of every sequence; only the "
-                              "key/value heads count, not the query heads")
+    raise NotImplementedError("hint: what is cached per token, per sequence and per layer? Only the key/value heads are stored, whatever the number of query heads.")

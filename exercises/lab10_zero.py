@@ -1,4 +1,6 @@
-"""Lab 10 exercises: ZeRO and FSDP (your work: replace each raise with code).
+"""Lab 10 exercises: ZeRO and FSDP.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 - ``model_state_bytes``: what one rank holds at each ZeRO stage;
 - ``zero1_step``: a ZeRO-1 step — your rank keeps and updates only its shard of the optimizer
@@ -25,7 +27,7 @@ def model_state_bytes(num_params, world_size, stage, param_bytes=2, grad_bytes=2
     parameter of each (mixed-precision Adam: 2, 2 and 12 — fp32 master copy, m and v).
     Return a float. Example: Ψ = 7.5e9, N = 64, stage 1 -> 4Ψ + 12Ψ/64 = 31.40625e9.
     """
-    raise NotImplementedError("hint: start from (p + g + k)·Ψ and divide by N the parts the stage shards: stage 1 k, stage 2 g + k, stage 3 all three")
+    raise NotImplementedError("hint: start from everything replicated, (p + g + k)·Ψ, and divide by N the kinds of bytes each stage shards: optimizer states from stage 1, gradients from 2, parameters at 3.")
 
 
 def zero1_step(param, grad, state, lr, momentum):
@@ -46,7 +48,7 @@ def zero1_step(param, grad, state, lr, momentum):
        ``param``.
     No all-reduce: ZeRO-1 moves what DDP moves, as a reduce-scatter plus an all-gather.
     """
-    raise NotImplementedError("hint: n, r = dist.get_world_size(), dist.get_rank(); s = math.ceil(P / n); pad with torch.cat, then dist.reduce_scatter_single(out_shard, padded_grad) and dist.all_gather_single(padded_param, my_new_shard)")
+    raise NotImplementedError("hint: pad, then dist.reduce_scatter_single into a shard-sized torch.empty and divide by N; keep only that shard's momentum in state; update your shard of the padded parameters; dist.all_gather_single them back and copy the first P into param under torch.no_grad().")
 
 
 def fsdp_linear(x, weight_shard, bias, out_features, in_features):
@@ -62,4 +64,4 @@ def fsdp_linear(x, weight_shard, bias, out_features, in_features):
       reduce-scatter it (sum over ranks) into the gradient of weight_shard; the gradient of
       bias is dy summed over the batch (no communication).
     """
-    raise NotImplementedError("hint: class F(torch.autograd.Function): forward(ctx, x, shard, bias, out, inp) saves x and shard; a helper gathers the padded flat W and returns W[:out*inp].view(out, inp)")
+    raise NotImplementedError("hint: a torch.autograd.Function; ctx.save_for_backward only x and the shard; gather W with dist.all_gather_single in forward and again in backward; pad dyᵀ·x and dist.reduce_scatter_single it into the shard's gradient.")

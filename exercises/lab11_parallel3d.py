@@ -1,4 +1,6 @@
-"""Lab 11 exercises: 3D parallelism (your work: replace each raise with code).
+"""Lab 11 exercises: 3D parallelism.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 - ``rank_coords``: where a rank sits on a dp × tp × pp grid;
 - ``group_ranks``: which ranks share its data-, tensor- or pipeline-parallel group;
@@ -21,7 +23,7 @@ def rank_coords(rank, dp, tp, pp):
     rank: int in 0 .. dp·tp·pp − 1; dp, tp, pp: ints >= 1. Returns a tuple of three ints.
     Example: dp=2, tp=2, pp=2: rank 5 -> (0, 1, 1) (5 = 1·4 + 0·2 + 1).
     """
-    raise NotImplementedError("hint: divmod twice: tp_index is the remainder of rank by tp; then dp")
+    raise NotImplementedError("hint: peel the coordinates off with divmod, innermost first: tp varies fastest, then dp, and pp slowest.")
 
 
 def group_ranks(rank, kind, dp, tp, pp):
@@ -33,8 +35,7 @@ def group_ranks(rank, kind, dp, tp, pp):
     Returns a list of ints. Example: dp=2, tp=2, pp=2, rank 5: "dp" -> [5, 7], "tp" -> [4, 5],
     "pp" -> [1, 5].
     """
-    raise NotImplementedError("hint: take rank_coords(rank, ...), vary one index over its range, and map each "
-                              "coordinate back to a rank with the formula above")
+    raise NotImplementedError("hint: find the rank's coordinates, then vary only the one its group spans (range over that dimension) and map each coordinate back to a rank with the order above.")
 
 
 def fits_in_memory(num_params, layers, activation_bytes_per_layer, dp, tp, pp, micro_batches, zero_stage,
@@ -58,8 +59,7 @@ def fits_in_memory(num_params, layers, activation_bytes_per_layer, dp, tp, pp, m
     Example: Ψ=1e9, l=24, 1e8 bytes per layer, dp=tp=pp=2, m=8, ZeRO-1, 8e9 bytes:
     states 16·2.5e8 − 12·2.5e8/2 = 2.5e9, activations 2·12·1e8 = 2.4e9 -> (True, 4.9e9).
     """
-    raise NotImplementedError("hint: psi = num_params / (tp * pp); shard the bytes the ZeRO stage shards over dp; "
-                              "activations: min(m, pp) micro-batches × layers/pp layers")
+    raise NotImplementedError("hint: one GPU holds Ψ/(tp·pp) parameters' states, 16 bytes each less ZeRO's share; 1F1B's first stage keeps min(m, pp) micro-batches of its l/pp layers; compare the sum with memory_bytes.")
 
 
 def flops_per_iteration(layers, hidden, seq_len, vocab, global_batch, recompute):
@@ -73,8 +73,7 @@ def flops_per_iteration(layers, hidden, seq_len, vocab, global_batch, recompute)
     forward. Returns an int.
     With recompute this is Narayanan et al.'s 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)).
     """
-    raise NotImplementedError("hint: layer = 24*s*h*h + 4*s*s*h per sequence; count 3 passes (4 with "
-                              "recompute) of the layers, 3 of the logit layer, times B")
+    raise NotImplementedError("hint: count one forward per sequence (every layer's matmuls, its attention, the logit layer); backward costs two forwards; full recomputation adds one more forward of the layers, not of the logits.")
 
 
 def partition_stages(costs, stages):
@@ -92,5 +91,4 @@ def partition_stages(costs, stages):
     Dynamic programming: best(k, i) = the smallest bottleneck of layers i..n−1 on k stages
     = min over the first stage's end j of max(cost(i..j−1), best(k−1, j)).
     """
-    raise NotImplementedError("hint: fill best[k][i] for k = 1..stages; then walk from i = 0 taking the "
-                              "largest j that keeps both parts within the optimum")
+    raise NotImplementedError("hint: dynamic programming over (stages left, first layer); math.fsum for stage costs; then walk forward taking the longest first stage that still reaches the optimum.")

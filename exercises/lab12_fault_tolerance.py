@@ -1,4 +1,6 @@
-"""Lab 12 exercises: fault tolerance (your work: replace each raise with code).
+"""Lab 12 exercises: fault tolerance.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 - ``atomic_save``: write a file so that a crash at any moment leaves the old one or the new one;
 - ``resume_state``: everything besides the weights that a bit-identical resume needs;
@@ -10,6 +12,7 @@
 import math  # noqa: F401
 import os  # noqa: F401
 import random  # noqa: F401
+import tempfile  # noqa: F401
 
 import numpy as np  # noqa: F401
 import torch  # noqa: F401
@@ -25,7 +28,7 @@ def atomic_save(data, path):
     fsync the folder (open it with os.open(folder, os.O_RDONLY)) so the rename is durable.
     Never open ``path`` itself for writing. Returns None.
     """
-    raise NotImplementedError("hint: fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path))); write, f.flush(), os.fsync(f.fileno()); os.replace(tmp, path); fsync the folder's descriptor")
+    raise NotImplementedError("hint: write to a temporary file in the same folder (tempfile.mkstemp), flush and os.fsync it, os.replace it over the target, then fsync the folder so the rename itself is durable.")
 
 
 def resume_state(sampler, state=None):
@@ -41,7 +44,7 @@ def resume_state(sampler, state=None):
     saved with torch.save and loaded back in a fresh process.
     Restore (``state`` given): put every generator and the sampler back as captured; return None.
     """
-    raise NotImplementedError("hint: capture into a dict {'python': random.getstate(), 'numpy': np.random.get_state(), 'torch': torch.get_rng_state(), 'cuda': ..., 'sampler': sampler.state_dict()}; restore with the matching set_ functions")
+    raise NotImplementedError("hint: capture every generator a step draws from: random.getstate, np.random.get_state, torch.get_rng_state, CUDA's when present, and the sampler's position.")
 
 
 def young_interval(checkpoint_s, mtbf_s):
@@ -49,7 +52,7 @@ def young_interval(checkpoint_s, mtbf_s):
     minimise the wasted fraction C/τ + τ/(2M) — checkpoints, plus on average half an interval lost
     per failure — over τ. checkpoint_s: C, seconds one checkpoint takes; mtbf_s: M, the mean time
     between failures of the whole job (seconds). Returns a float."""
-    raise NotImplementedError("hint: set the derivative of C/τ + τ/(2M) to zero")
+    raise NotImplementedError("hint: balance the time spent writing checkpoints against the work lost at a failure (half an interval on average); math.sqrt of the optimum.")
 
 
 def simulate_wall_time(work_s, interval_s, checkpoint_s, restart_s, mtbf_s, runs, seed):
@@ -65,7 +68,7 @@ def simulate_wall_time(work_s, interval_s, checkpoint_s, restart_s, mtbf_s, runs
     ``np.random.default_rng(seed)``; return (the mean wall time, its standard error: sample
     standard deviation (ddof=1) / sqrt(runs)).
     """
-    raise NotImplementedError("hint: per run, loop over segments; while rng.exponential(M) < segment + C: add the lost time, then loop restarts the same way; add segment + C at the end")
+    raise NotImplementedError("hint: one numpy Generator; each segment of work plus its checkpoint is retried until an exponential lifetime outlasts it, and a restart can fail too; mean and standard error over runs.")
 
 
 def abft_locate(full, tol):
@@ -78,7 +81,7 @@ def abft_locate(full, tol):
     if |sum of full[:m, j] − full[m, j]| > tol. Return (i, j) as ints when exactly one row and one
     column disagree — that element is the wrong one — and None when none disagrees.
     """
-    raise NotImplementedError("hint: rows = full[:-1, :-1].sum(1) - full[:-1, -1]; cols = full[:-1, :-1].sum(0) - full[-1, :-1]; find the entries beyond tol")
+    raise NotImplementedError("hint: compare the stored checksum row and column with fresh sums of the product; the one wrong element sits where the bad row and the bad column cross.")
 
 
 def peer_ranks(world, per_node):
@@ -93,4 +96,4 @@ def peer_ranks(world, per_node):
     - every rank keeps exactly one copy (peers is a permutation of 0..world-1: equal memory).
     Example: world 4, per_node 2 -> [2, 3, 0, 1] is one answer.
     """
-    raise NotImplementedError("hint: shift every rank by a whole node: the same place on the next node, wrapping around")
+    raise NotImplementedError("hint: find a rule that moves every rank off its node and is one-to-one: think of the nodes as a ring.")

@@ -1,4 +1,6 @@
-"""Lab 14 exercises: long sequences, sharding specs and experts (your work: replace each raise with code).
+"""Lab 14 exercises: long sequences, sharding specs and experts.
+
+Your work: replace each ``raise NotImplementedError`` with code (its hint names the idea and the API).
 
 - ``softmax_step``: one block of the online softmax, the arithmetic of every ring attention step;
 - ``all_to_all_4d``: DeepSpeed-Ulysses' exchange between sequence-split and head-split tensors;
@@ -22,7 +24,7 @@ def softmax_step(m, l, acc, scores, v):  # noqa: E741
     scores are all -inf so far must keep m = -inf, l = 0, acc = 0 (no NaN: beware -inf - -inf).
     Do not modify the arguments in place.
     """
-    raise NotImplementedError("hint: the new maximum is the larger of m and each row's largest score; rescale the old l and acc by exp(old max - new max) and add the block's exp(score - new max); guard rows whose maximum is still -inf (torch.where)")
+    raise NotImplementedError("hint: keep a running row maximum m: rescale the old l and acc by exp(m_old - m_new) and add this block's exp(scores - m_new) (its sum to l, its product with v to acc); torch.where keeps rows that have seen only -inf at zero.")
 
 
 def all_to_all_4d(x, scatter_dim, gather_dim, group=None):
@@ -35,7 +37,7 @@ def all_to_all_4d(x, scatter_dim, gather_dim, group=None):
     turn "all heads of my S/N positions" into "H/N heads of all S positions"; (2, 1) turns it
     back. Use one ``dist.all_to_all_single`` (or ``dist.all_to_all``) call; on one rank return x.
     """
-    raise NotImplementedError("hint: stack the N pieces (Tensor.chunk) along a new leading dimension, exchange them with dist.all_to_all_single, then join what arrived along gather_dim")
+    raise NotImplementedError("hint: cut the scatter dimension into world pieces (Tensor.chunk), stack them on a new leading dimension, exchange them with dist.all_to_all_single, then torch.cat what arrives along the gather dimension.")
 
 
 def einsum_placement(equation, a, b):
@@ -52,7 +54,7 @@ def einsum_placement(equation, a, b):
     for free), gives S(position of x in the output), or P if x is summed away. Everything else
     (cuts along different letters, P with S, P with P) is None.
     """
-    raise NotImplementedError("hint: split the equation into the operands' letters and the output's; handle R and P first, then compare the letters the two S(i) cut")
+    raise NotImplementedError("hint: parse 'ab,bc->ac'; replicated with replicated stays replicated, a partial sum times a replicated operand stays partial; a sharded letter survives if it is in the output, else the contraction over it leaves a partial sum; two different sharded letters need a redistribution.")
 
 
 def load_balancing_loss(router_logits, top_k=1):
@@ -65,4 +67,4 @@ def load_balancing_loss(router_logits, top_k=1):
     expert i. Return the scalar E * sum_i f_i * P_i (1 for a perfectly uniform router); its
     gradient flows through P into router_logits.
     """
-    raise NotImplementedError("hint: torch.softmax, Tensor.topk and torch.bincount give P and f; no gradient flows through the counts")
+    raise NotImplementedError("hint: E times the sum over experts of f_i·P_i: P_i from torch.softmax averaged over tokens, f_i from counting the top-k choices (torch.topk, torch.bincount), which carry no gradient.")

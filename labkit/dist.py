@@ -74,15 +74,49 @@ _JOIN_GRACE_S = 2.0   # how long finished ranks get to tear their group down bef
 _ERROR_GRACE_S = 0.3  # after a first failure, how long to wait for earlier-timestamped ones
 
 
+_YOUR_LINE = "your line: "
+
+
 class RankError(RuntimeError):
-    """A rank raised (or died). ``rank``, ``exc_type`` (a name) and ``remote_traceback`` say where."""
+    """A rank raised (or died). ``rank``, ``exc_type`` (a name) and ``remote_traceback`` say where;
+    ``where`` is the failing line of the caller's own code ("file:line: source"), "" if none ran.
+    The message names the rank and that line first, then the shortest useful traceback: the
+    frames of the caller's own code and the frame that raised (`rank_traceback`)."""
 
     def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str):
-        self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
-        super().__init__(
-            f"rank {rank} failed with {exc_type}: {message}\n"
-            f"--- traceback from rank {rank} ---\n{remote_traceback.rstrip()}"
-        )
+        first, _, rest = remote_traceback.partition("\n")
+        self.where = first[len(_YOUR_LINE):] if first.startswith(_YOUR_LINE) else ""
+        tb = rest if self.where else remote_traceback
+        self.rank, self.exc_type, self.remote_traceback = rank, exc_type, tb
+        at = f" at {self.where}" if self.where else ""
+        super().__init__(f"rank {rank} failed{at} with {exc_type}: {message}\n"
+                         f"--- traceback from rank {rank} ---\n{tb.rstrip()}")
+
+
+def _is_library(filename: str) -> bool:
+    """Whether a frame's file belongs to labkit, an installed package or Python itself."""
+    import sysconfig
+
+    path = os.path.realpath(filename)
+    roots = {os.path.dirname(os.path.realpath(__file__))}
+    roots |= {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return filename.startswith("<frozen") or any(path.startswith(r + os.sep) for r in roots)
+
+
+def rank_traceback(e: BaseException) -> str:
+    """The shortest useful traceback of ``e``: the frames of the caller's own code (outside labkit,
+    installed packages and the standard library), then the frame that raised, then the exception;
+    the whole traceback when no frame is the caller's. When one is, the first line is
+    "your line: file:line: source" for the innermost of them."""
+    frames = traceback.extract_tb(e.__traceback__)
+    own = [f for f in frames if not _is_library(f.filename)]
+    if not own:
+        return "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    keep = own + ([frames[-1]] if frames[-1] is not own[-1] else [])
+    f = own[-1]
+    head = f"{_YOUR_LINE}{os.path.basename(f.filename)}:{f.lineno}: {(f.line or '').strip()}\n"
+    body = "".join(traceback.format_list(keep)) + "".join(traceback.format_exception_only(type(e), e))
+    return head + body
 
 
 def default_backend(world_size: int) -> str:
@@ -267,7 +301,7 @@ def _rank_main(rank, world_size, backend, timeout, threads, workdir, fn, args, c
             with contextlib.redirect_stdout(out):
                 result = fn(rank, world_size, *args)
         except BaseException as e:  # noqa: BLE001 - everything goes back to the caller
-            _send(conn, ("err", time.time(), type(e).__name__, str(e), traceback.format_exc(), out.getvalue()))
+            _send(conn, ("err", time.time(), type(e).__name__, str(e), rank_traceback(e), out.getvalue()))
             conn.close()
             os._exit(1)
         _send(conn, ("ok", result, out.getvalue()))

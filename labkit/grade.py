@@ -24,6 +24,11 @@ loop, allocate, print and lie. So:
   ``solutions``, of labkit's reference implementations of graded functions,
   of torch.distributed's collectives in labs that forbid them, and the
   dynamic tricks that would get round those rules.
+- One worker per exercise, and in it the submission's other exercises of the
+  file are replaced by the reference answers (`labkit.grading.remote.other_exercises`:
+  the solutions file with the graded exercise a stub, so nothing in the worker answers it).
+  A test therefore runs only the exercise it grades: a stub or a mistake elsewhere
+  costs only its own points.
 - With bubblewrap installed, workers see a read-only filesystem with
   ``solutions/`` hidden, a private /tmp, loopback-only networking and their
   own PID namespace; the report says when grading ran without it.

@@ -46,6 +46,17 @@ class Source:
                 f"{body}</pre>")
 
 
+# The solution markers around a graded answer in labkit (labkit.grading.generate): not shown.
+BEGIN_SOLUTION, END_SOLUTION, HINT = "# BEGIN SOLUTION", "# END SOLUTION", "# HINT:"
+
+
+def is_marker(line: str) -> bool:
+    """True for a solution-marker line (a note may follow the marker) or a hint line."""
+    text = line.strip()
+    return any(text == m or text.startswith(m + " ") for m in (BEGIN_SOLUTION, END_SOLUTION)) or \
+        text.startswith(HINT)
+
+
 def _unwrap(obj):
     """The Python object whose source is wanted: a Triton kernel's function, a wrapped function."""
     for attr in ("fn", "__wrapped__"):  # JITFunction / InterpretedFunction keep the function in .fn
@@ -67,6 +78,7 @@ def source(obj) -> Source:
         raise ValueError(f"show: no source for {type(obj).__name__} {getattr(obj, '__name__', obj)!r} ({e})") from None
     path = os.path.abspath(path)
     rel = os.path.relpath(path, REPO_ROOT) if path.startswith(str(REPO_ROOT) + os.sep) else os.path.basename(path)
+    lines = [ln for ln in lines if not is_marker(ln)]
     return Source(f"{rel}:{max(first, 1)}", textwrap.dedent("".join(lines)).rstrip("\n"))
 
 

@@ -64,17 +64,23 @@ class UsageError(Exception):
 
 
 def lab_notebooks() -> list[Path]:
-    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))   # a lab's second part: 06b_*
+
+
+def lab_id(notebook: Path) -> str:
+    """"05" of 05_collectives.ipynb, "06b" of 06b_scaling_convergence.ipynb."""
+    return notebook.name.split("_", 1)[0]
 
 
 def find_lab(lab: str | None) -> list[Path]:
-    """The built notebooks of ``lab`` ("05", "5") or of every lab (None); UsageError if unknown."""
+    """The built notebook of ``lab`` ("05", "5", "06b") or of every lab (None); UsageError if unknown."""
     all_labs = lab_notebooks()
     if lab is None or lab == "":
         return all_labs
-    hit = [p for p in all_labs if lab.isdigit() and p.name[:2] == f"{int(lab):02d}"]
+    match = re.fullmatch(r"(\d+)([a-z]?)", lab)
+    hit = [p for p in all_labs if match and lab_id(p) == f"{int(match[1]):02d}{match[2]}"]
     if not hit:
-        raise UsageError(f"LAB={lab}: unknown lab; the labs are {', '.join(p.name[:2] for p in all_labs)}")
+        raise UsageError(f"LAB={lab}: unknown lab; the labs are {', '.join(lab_id(p) for p in all_labs)}")
     return hit
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 __all__ = [
-    "StridedView", "ViewError", "contiguous_strides", "is_contiguous", "view_strides",
+    "StridedView", "ViewError", "contiguous_strides", "is_contiguous", "view_strides", "slice_view",
+    "permute_view",
     "infer_shape", "broadcast_shapes",
 ]
 
@@ -74,11 +75,42 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    """Torch's rule: row-major order once size-1 dims are ignored; empty tensors are contiguous."""
-    shape = _check_shape(shape)
-    strides = _check_strides(strides, len(shape))
-    if math.prod(shape) == 0:
+def slice_view(shape, strides, offset, dim, start, stop, step):
+    """(shape, strides, offset) of ``t[..., start:stop:step, ...]`` on dimension ``dim``.
+
+    ``start``, ``stop`` >= 0 and ``step`` >= 1; like Python, ``start`` and ``stop``
+    larger than the size are clamped to it, and a stop before start gives length 0.
+    """
+    # BEGIN SOLUTION
+    # HINT: clamp start and stop to the size as Python's slices do; the length is a
+    # HINT: ceiling division by step; only this dimension's size, its stride and the offset change.
+    size = shape[dim]
+    start = min(start, size)
+    stop = min(max(stop, start), size)
+    length = (stop - start + step - 1) // step
+    new_shape = list(shape)
+    new_strides = list(strides)
+    new_shape[dim] = length
+    new_strides[dim] = strides[dim] * step
+    return tuple(new_shape), tuple(new_strides), offset + start * strides[dim]
+    # END SOLUTION
+
+
+def permute_view(shape, strides, offset, dims):
+    """(shape, strides, offset) of ``t.permute(dims)``: new dimension i is old dimension dims[i]."""
+    # BEGIN SOLUTION
+    # HINT: a permutation only reorders the (size, stride) pairs; the storage and the offset stay.
+    return tuple(shape[d] for d in dims), tuple(strides[d] for d in dims), offset
+    # END SOLUTION
+
+
+def _is_contiguous(shape, strides):
+    """True when torch's ``is_contiguous()`` would be: row-major order after ignoring
+    size-1 dimensions (their stride does not matter); a tensor with no elements is contiguous."""
+    # BEGIN SOLUTION
+    # HINT: walk the dimensions from the last, skipping size-1 ones: each stride must be the
+    # HINT: product of the sizes to its right.
+    if 0 in shape:
         return True
     expected = 1
     for size, stride in zip(reversed(shape), reversed(strides)):
@@ -88,6 +120,66 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
             return False
         expected *= size
     return True
+    # END SOLUTION
+
+
+def _view_strides(shape, strides, new_shape):
+    """Strides of ``t.view(new_shape)``, or None where torch's view would raise.
+
+    ``new_shape`` has the same number of elements (>= 1) and no -1. Torch's rule:
+    walk the old dimensions from the last and group them into runs that are
+    contiguous with each other. Dimension d-1 continues the run of d when it has
+    size 1, or when stride[d-1] == b * n, with b the run's innermost stride (the
+    stride of its last dimension) and n the run's element count so far (for two
+    neighbours without size-1 dimensions: stride[d-1] == stride[d] * shape[d]).
+    A view exists when every new dimension lies inside one run.
+
+    Strides: the runs take the new dimensions from the right, each run as many as
+    multiply to its element count plus the size-1 ones just left of them; a new
+    dimension's stride is its run's b times the product of the new sizes to its
+    right in that run. So a new size-1 dimension between two runs belongs to the
+    run on its right (b times that run's element count), a trailing one gets the
+    innermost run's b, a leading one the outermost run's b times its element
+    count; a 0-d tensor gives all 1. E.g. shape (2, 3, 4), strides (12, 4, 1) viewed as
+    (2, 1, 3, 4) gives (12, 12, 4, 1); shape (4, 3), strides (1, 4) (a transpose)
+    viewed as (4, 3, 1) gives (1, 4, 4), as (4, 1, 3) gives (1, 12, 4) and as
+    (1, 4, 3) gives (4, 1, 4).
+    """
+    # BEGIN SOLUTION
+    # HINT: group the old dimensions into contiguous runs from the right (a run's base stride
+    # HINT: times its element count so far); hand each run the new dimensions whose sizes multiply to
+    # HINT: its count; return None when a new dimension would straddle two runs.
+    if len(shape) == 0:
+        return tuple(1 for _ in new_shape)
+    out = [0] * len(new_shape)
+    v = len(new_shape) - 1
+    base = strides[-1]  # stride of the innermost dim of the current run
+    run_numel = 1
+    view_numel = 1
+    for d in range(len(shape) - 1, -1, -1):
+        run_numel *= shape[d]
+        run_ends = d == 0 or (shape[d - 1] != 1 and strides[d - 1] != run_numel * base)
+        if not run_ends:
+            continue
+        while v >= 0 and (view_numel < run_numel or new_shape[v] == 1):
+            out[v] = view_numel * base
+            view_numel *= new_shape[v]
+            v -= 1
+        if view_numel != run_numel:
+            return None
+        if d > 0:
+            base = strides[d - 1]
+            run_numel = 1
+            view_numel = 1
+    return tuple(out) if v == -1 else None
+    # END SOLUTION
+
+
+def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Torch's rule: row-major order once size-1 dims are ignored; empty tensors are contiguous
+    (Lab 02's `_is_contiguous`, arguments checked)."""
+    shape = _check_shape(shape)
+    return _is_contiguous(shape, _check_strides(strides, len(shape)))
 
 
 def infer_shape(new_shape: Sequence[int], numel: int) -> tuple[int, ...]:
@@ -120,7 +212,8 @@ def view_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequen
     ``stride[d-1] == stride[d] * size[d]`` (size-1 dims never break a chunk).
     Each chunk is a plain 1-D run of its base stride, so new dimensions may
     split or merge it freely, but a new dimension may not span two chunks.
-    ``new_shape`` must already have the same element count (see ``infer_shape``).
+    ``new_shape`` must already have the same element count (see ``infer_shape``). Lab 02's
+    `_view_strides` with its arguments checked and tensors with no elements handled.
     """
     shape = _check_shape(shape)
     strides = _check_strides(strides, len(shape))
@@ -128,35 +221,9 @@ def view_strides(shape: Sequence[int], strides: Sequence[int], new_shape: Sequen
     numel = math.prod(shape)
     if math.prod(new_shape) != numel:
         raise ValueError(f"new shape {new_shape} has {math.prod(new_shape)} elements, the tensor has {numel}")
-    if not shape:  # a 0-d tensor: every new dim has size 1
-        return tuple(1 for _ in new_shape)
-    if numel == 0:
-        if shape == new_shape:
-            return strides
-        return contiguous_strides(new_shape)
-    new_strides = [0] * len(new_shape)
-    view_d = len(new_shape) - 1
-    chunk_base_stride = strides[-1]
-    tensor_numel = 1
-    view_numel = 1
-    for tensor_d in range(len(shape) - 1, -1, -1):
-        tensor_numel *= shape[tensor_d]
-        chunk_ends = tensor_d == 0 or (
-            shape[tensor_d - 1] != 1 and strides[tensor_d - 1] != tensor_numel * chunk_base_stride)
-        if chunk_ends:
-            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
-                new_strides[view_d] = view_numel * chunk_base_stride
-                view_numel *= new_shape[view_d]
-                view_d -= 1
-            if view_numel != tensor_numel:
-                return None
-            if tensor_d > 0:
-                chunk_base_stride = strides[tensor_d - 1]
-                tensor_numel = 1
-                view_numel = 1
-    if view_d != -1:
-        return None
-    return tuple(new_strides)
+    if numel == 0 and shape:
+        return strides if shape == new_shape else contiguous_strides(new_shape)
+    return _view_strides(shape, strides, new_shape)
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
@@ -295,13 +362,9 @@ class StridedView:
             start += size
         if stop < 0:
             stop += size
-        start = min(max(start, 0), size)
-        stop = min(max(stop, start), size)
-        length = (stop - start + step - 1) // step
-        shape, strides = list(self.shape), list(self.strides)
-        shape[d] = length
-        strides[d] = self.strides[d] * step
-        return self._meta(self.offset + start * self.strides[d], shape, strides)
+        start, stop = max(start, 0), max(stop, 0)
+        shape, strides, offset = slice_view(self.shape, self.strides, self.offset, d, start, stop, step)
+        return self._meta(offset, shape, strides)
 
     def select(self, dim: int, index: int) -> "StridedView":
         """``t[..., index, ...]``: drop dimension ``dim`` (negative index counts from the end)."""
@@ -352,7 +415,8 @@ class StridedView:
         norm = [_norm_dim(d, self.ndim) for d in dims]
         if sorted(norm) != list(range(self.ndim)):
             raise ValueError(f"permute dims {dims!r} must be a permutation of 0..{self.ndim - 1}")
-        return self._meta(self.offset, [self.shape[d] for d in norm], [self.strides[d] for d in norm])
+        shape, strides, offset = permute_view(self.shape, self.strides, self.offset, norm)
+        return self._meta(offset, shape, strides)
 
     def unsqueeze(self, dim: int) -> "StridedView":
         """Insert a size-1 dim; its stride is what torch gives (size*stride of the next dim, or 1)."""

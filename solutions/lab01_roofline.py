@@ -1,5 +1,7 @@
 """Lab 01 exercises: arithmetic intensity, the roofline, MFU/HFU.
 
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
 Conventions (as in the notebook): one FLOP per add/multiply; bytes moved are
 the compulsory traffic (each operand read once, each result written once per
 kernel); arithmetic intensity = FLOPs / bytes.

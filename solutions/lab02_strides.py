@@ -1,5 +1,7 @@
 """Lab 02 exercises: strided views as (shape, strides, offset), all counted in elements.
 
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
 Element [i0, i1, ...] of a view is at storage position offset + sum(i_d * strides[d]).
 Shapes and strides are tuples of ints; the functions return tuples.
 """

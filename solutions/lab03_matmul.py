@@ -1,14 +1,21 @@
 """Lab 03 exercises: tiled matrix multiplication with load counting.
 
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
 Conventions (the same as labkit.matmul): A is M x K, B is K x N, C = A @ B is M x N.
 Tile sizes need not divide the matrix sizes: the last tile along a dimension is
 smaller, and you count only the elements really loaded. Traffic is counted in
 elements with `labkit.matmul.Traffic(a_reads, b_reads, c_writes)`.
-Section 11's CUDA exercises (the kernels tiled_matmul and block_sum, and blocks_per_sm) are at the end.
+Section 11's CUDA exercises (the kernels tiled_matmul and block_sum, and blocks_per_sm) are at the end:
+kernels in numba's CUDA dialect, run thread by thread by labkit.gpu_model.cuda_sim, which checks every
+access (a race, a barrier not all threads reach, or an index out of range is an error). TILE = 8 is
+tiled_matmul's tile (its blocks are TILE x TILE threads); block_sum is launched with 32, 64 or 128
+threads per block, at most BLOCK = 128.
 Grade with ``python -m labkit.grade --lab 03`` (or ``make grade LAB=03``).
 """
 import numpy as np
 
+from labkit.gpu_model.cuda_kernels import BLOCK, TILE
 from labkit.gpu_model.cuda_sim import cuda
 from labkit.matmul import Traffic, TwoLevelTraffic
 
@@ -124,13 +131,6 @@ def tiled(A, B, b1, b2, v1, v2):
     return C, TwoLevelTraffic(dram, l1)
 
 
-# ---------------------------------------------------------------------------- section 11: CUDA kernels
-# Kernels in numba's CUDA dialect, run thread by thread by labkit.gpu_model.cuda_sim (every
-# access checked: a race, a barrier not all threads reach, or an index out of range is an error).
-TILE = 8          # tiled_matmul's blocks are TILE x TILE threads; its shared tiles TILE x TILE
-MAX_BLOCK = 128   # block_sum is launched with 32, 64 or 128 threads per block
-
-
 def tiled_matmul(A, B, C, M, N, K):
     """CUDA kernel: C = A @ B through shared-memory tiles (launched with TILE x TILE blocks).
 
@@ -146,18 +146,20 @@ def tiled_matmul(A, B, C, M, N, K):
     """
     sA = cuda.shared.array((TILE, TILE), np.float32)
     sB = cuda.shared.array((TILE, TILE), np.float32)
-    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
-    row, col = cuda.blockIdx.y * TILE + ty, cuda.blockIdx.x * TILE + tx
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty     # the element of C this thread computes
+    col = cuda.blockIdx.x * TILE + tx
     acc = 0.0
     for t in range((K + TILE - 1) // TILE):
-        k = t * TILE + tx
+        k = t * TILE + tx                 # each thread copies one element of A's tile ...
         sA[ty, tx] = A[row, k] if row < M and k < K else 0.0
-        k = t * TILE + ty
+        k = t * TILE + ty                 # ... and one of B's (zeros past the edges)
         sB[ty, tx] = B[k, col] if k < K and col < N else 0.0
-        cuda.syncthreads()
+        cuda.syncthreads()                # the tiles are complete
         for kk in range(TILE):
             acc += sA[ty, kk] * sB[kk, tx]
-        cuda.syncthreads()
+        cuda.syncthreads()                # everyone is done with them before they are overwritten
     if row < M and col < N:
         C[row, col] = acc
 
@@ -166,29 +168,29 @@ def block_sum(x, out, n):
     """CUDA kernel: out[0] += the sum of x[0:n] (out starts at 0; blocks of 32, 64 or 128 threads).
 
     x: (n,) float32 and out: (1,) float32 arrays in global memory. Block b's thread t loads
-    x[b*blockDim.x + t] (0.0 past n) into a cuda.shared.array(MAX_BLOCK, np.float32), then the block
+    x[b*blockDim.x + t] (0.0 past n) into a cuda.shared.array(BLOCK, np.float32), then the block
     adds its values as a tree: with stride = blockDim.x // 2, then half of it, down to 1, thread
     t < stride adds s[t + stride] to s[t], with a cuda.syncthreads() after every step (every thread
     of the block must reach each one). Thread 0 then adds s[0] to out[0] with
     cuda.atomic.add(out, 0, s[0]): exactly one atomic per block.
     """
-    s = cuda.shared.array(MAX_BLOCK, np.float32)
+    s = cuda.shared.array(BLOCK, np.float32)
     t = cuda.threadIdx.x
     i = cuda.blockIdx.x * cuda.blockDim.x + t
     s[t] = x[i] if i < n else 0.0
     cuda.syncthreads()
     stride = cuda.blockDim.x // 2
-    while stride > 0:
+    while stride > 0:                    # a tree: 64 -> 32 -> ... -> 1 partial sums
         if t < stride:
             s[t] += s[t + stride]
         cuda.syncthreads()
         stride //= 2
     if t == 0:
-        cuda.atomic.add(out, 0, s[0])
+        cuda.atomic.add(out, 0, s[0])    # blocks finish in any order: one indivisible add each
 
 
 def blocks_per_sm(threads, regs_per_thread, smem_per_block, sm):
-    """Resident blocks per SM, and the limit(s) that set it (section 9.6's rules).
+    """Resident blocks per SM, and the limit(s) that set it (the rules in this module's docstring).
 
     threads: threads per block (1..1024); regs_per_thread: registers per thread; smem_per_block:
     bytes of shared memory per block; sm: a dict of the SM's limits (ints): "max_warps",

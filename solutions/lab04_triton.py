@@ -1,9 +1,12 @@
 """Lab 04 exercises: write the bodies of four Triton kernels.
 
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
 Each exercise is a ``@triton.jit`` kernel; the Python wrapper below it (already
 complete) checks the inputs, allocates the output, picks the block size and
 launches the grid. Your kernels run in Triton's interpreter on a CPU
-(``import labkit`` sets TRITON_INTERPRET=1) and compile unchanged on a GPU.
+(``import labkit`` sets TRITON_INTERPRET=1 before any kernel is defined) and
+compile unchanged on a GPU.
 
 Rules of thumb: every program computes its element indices from
 ``tl.program_id``; any block that can run past the end of the data needs a
@@ -14,7 +17,7 @@ even when the numbers come out right.
 
 Grade: ``python -m labkit.grade --lab 04`` (or ``make grade LAB=04``).
 """
-import labkit  # noqa: F401  (TRITON_INTERPRET=1 before any kernel is defined)
+import labkit
 
 import torch
 import triton

@@ -1,4 +1,6 @@
-"""Lab 05 exercises: collectives from point-to-point messages (reference answers).
+"""Lab 05 exercises: collectives from point-to-point messages.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
 
 Rules for every function here:
 - it runs on every rank of an initialised process group (e.g. under

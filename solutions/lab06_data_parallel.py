@@ -1,7 +1,10 @@
-"""Lab 06 exercises: data parallelism (reference answers).
+"""Lab 06 exercises: data parallelism.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
 
 - ``bucket_indices``: which gradients travel together (PyTorch DDP's bucketing rule);
 - ``data_parallel_hooks``: DDP from backward hooks, one asynchronous all-reduce per parameter;
+- ``bucketed_ddp_hooks``: the same with gradient buckets, one asynchronous all-reduce per bucket;
 - ``ssp_start_times``: the clock rule of a stale-synchronous parameter server;
 - ``noise_scale``: the gradient noise scale from the two gradients a data-parallel step has.
 """
@@ -40,15 +43,15 @@ def data_parallel_hooks(module):
 
     module: a torch.nn.Module whose replicas may start different on each rank.
     1. Copy rank 0's parameters and buffers to every rank (dist.broadcast, in place).
-    2. On every parameter that requires grad, register a hook that runs when its gradient
-       has been accumulated (``p.register_post_accumulate_grad_hook``). The hook divides
-       ``p.grad`` by the world size and starts ``dist.all_reduce(p.grad, async_op=True)``,
-       keeping the returned work handle. Each parameter must be reduced exactly once per
-       backward, also when two modules share it (a tied embedding and output layer);
-       parameters with requires_grad=False get no hook.
-    3. Return ``finish()``: it waits for every work handle started since the last call (so
-       every rank then holds the mean gradient of the whole batch) and forgets them.
-    Use: loss.backward(); finish(); optimizer.step().
+    2. While backward runs, as soon as a parameter's gradient has been accumulated, start ONE
+       asynchronous all-reduce of that gradient, in place, so that after it every rank holds the
+       mean of the ranks' gradients. Each parameter that requires grad is reduced exactly once
+       per backward, also when two modules share it (a tied embedding and output layer);
+       parameters with requires_grad=False are never reduced.
+    3. Return ``finish()``: it waits for every all-reduce started since the last call (so every
+       rank then holds the mean gradient of the whole batch in ``.grad``) and forgets them.
+    Use: loss.backward(); finish(); optimizer.step(). The grader counts one all-reduce per
+    trainable parameter, each with async_op=True and started during backward.
     """
     for t in [*module.parameters(), *module.buffers()]:
         dist.broadcast(t.data, src=0)
@@ -71,6 +74,57 @@ def data_parallel_hooks(module):
     return finish
 
 
+def bucketed_ddp_hooks(module, buckets):
+    """Make ``module`` data-parallel with gradient buckets reduced while backward runs; return ``finish``.
+
+    module: a torch.nn.Module whose replicas may start different on each rank.
+    buckets: a list of buckets, each a list of indices into
+    ``params = [p for p in module.parameters() if p.requires_grad]``; every index is in exactly
+    one bucket (``bucket_indices`` gives such a list for params' sizes and dtypes, one dtype per
+    bucket).
+    1. Copy rank 0's parameters and buffers to every rank (dist.broadcast, in place).
+    2. During backward, as soon as the LAST gradient of a bucket has been accumulated (in the hook
+       of that gradient, not later), start ONE asynchronous all-reduce (async_op=True) of a flat
+       tensor holding all of the bucket's gradients, so that it yields the mean over the ranks.
+    3. Return ``finish()``: it waits for every bucket's all-reduce started since the last call,
+       puts each parameter's mean gradient (of the whole batch) into its ``.grad``, and readies
+       everything for the next backward.
+    Use: loss.backward(); finish(); optimizer.step(). The grader checks one all-reduce per bucket
+    carrying exactly the bucket's bytes, each started in the hook of its bucket's last gradient,
+    and the trained parameters against one process on the whole batch.
+    """
+    for t in [*module.parameters(), *module.buffers()]:
+        dist.broadcast(t.data, src=0)
+    world = dist.get_world_size()
+    params = [p for p in module.parameters() if p.requires_grad]
+    bucket_of = {id(params[i]): b for b, members in enumerate(buckets) for i in members}
+    waiting = [len(members) for members in buckets]   # gradients each bucket still waits for
+    pending = []                                      # (bucket, flat tensor, work handle)
+
+    def hook(p):
+        b = bucket_of[id(p)]
+        waiting[b] -= 1
+        if waiting[b] == 0:
+            flat = torch.cat([params[i].grad.reshape(-1) for i in buckets[b]]).div_(world)
+            pending.append((b, flat, dist.all_reduce(flat, async_op=True)))
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(hook)
+
+    def finish():
+        for b, flat, work in pending:
+            work.wait()
+            offset = 0
+            for i in buckets[b]:
+                grad = params[i].grad
+                grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
+                offset += grad.numel()
+        pending.clear()
+        waiting[:] = [len(members) for members in buckets]
+
+    return finish
+
+
 def ssp_start_times(durations, staleness):
     """When each worker starts each iteration under a stale-synchronous parameter server.
 
@@ -84,15 +138,15 @@ def ssp_start_times(durations, staleness):
     index is negative, where finish[k][c] = start[k][c] + durations[k][c].
     Example: durations [[1, 1, 1], [3, 3, 3]], s = 1 -> [[0, 1, 3], [0, 3, 6]].
     """
-    workers, n = len(durations), len(durations[0])
-    start = [[0] * n for _ in range(workers)]
-    finish = [[0] * n for _ in range(workers)]
-    for c in range(n):
-        gate = 0
+    workers, steps = len(durations), len(durations[0])
+    start = [[0.0] * steps for _ in range(workers)]
+    finish = [[0.0] * steps for _ in range(workers)]
+    for c in range(steps):
+        gate = 0.0
         if staleness is not None and c - staleness - 1 >= 0:
             gate = max(finish[j][c - staleness - 1] for j in range(workers))
         for k in range(workers):
-            start[k][c] = max(finish[k][c - 1] if c else 0, gate)
+            start[k][c] = max(finish[k][c - 1] if c else 0.0, gate)
             finish[k][c] = start[k][c] + durations[k][c]
     return start
 

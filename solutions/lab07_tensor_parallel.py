@@ -1,4 +1,6 @@
-"""Lab 07 exercises: tensor parallelism (reference answers).
+"""Lab 07 exercises: tensor parallelism.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
 
 Every function runs on every rank of an initialised process group (e.g. under
 ``labkit.dist.launch``); use ``dist.all_reduce`` for communication (sum unless stated), and make
@@ -15,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 
-class _F(torch.autograd.Function):
+class _PlainCopyToTP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         return x.view_as(x)
@@ -27,7 +29,7 @@ class _F(torch.autograd.Function):
         return grad
 
 
-class _G(torch.autograd.Function):
+class _PlainReduceFromTP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         x = x.clone()
@@ -46,7 +48,7 @@ def copy_to_tp(x):
     Write it as a torch.autograd.Function (forward / backward static methods) and return
     ``YourFunction.apply(x)``.
     """
-    return _F.apply(x)
+    return _PlainCopyToTP.apply(x)
 
 
 def reduce_from_tp(x):
@@ -56,7 +58,7 @@ def reduce_from_tp(x):
     x: a tensor of the same shape on every rank (each rank's partial result). Do not modify x
     in place (clone before dist.all_reduce). Write it as a torch.autograd.Function.
     """
-    return _G.apply(x)
+    return _PlainReduceFromTP.apply(x)
 
 
 def column_parallel_linear(x, weight, bias):
@@ -79,7 +81,7 @@ def row_parallel_linear(x, weight, bias):
     return reduce_from_tp(torch.nn.functional.linear(x, weight)) + bias
 
 
-class _VocabCE(torch.autograd.Function):
+class _PlainVocabCE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, targets, start):
         rows = logits.shape[1]
@@ -115,7 +117,7 @@ def vocab_parallel_cross_entropy(logits, targets, start):
     all-reduces of N numbers (the row max with op=dist.ReduceOp.MAX, the sum of exps, the target
     logit). Backward needs no communication: d loss / d z_v = (softmax_v - [v == target]) / N.
     """
-    return _VocabCE.apply(logits, targets, start)
+    return _PlainVocabCE.apply(logits, targets, start)
 
 
 def halo_bytes_per_rank(batch, channels, width, kernel, world, itemsize):

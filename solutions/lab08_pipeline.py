@@ -1,9 +1,12 @@
-"""Lab 08 exercises: pipeline parallelism (reference solutions).
+"""Lab 08 exercises: pipeline parallelism.
 
-Three pieces of the lab, each graded on its own:
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
+Four pieces of the lab, each graded on its own:
 - `schedule_1f1b`: the 1F1B schedule generator;
 - `bubble_fraction`: the pipeline bubble under uniform stage times;
-- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks).
+- `stage_backward`: a stage's backward with its real receive and send (runs on gloo ranks);
+- `optimal_slicing` (section 8.3): TeraPipe's choice of token slices for one long sequence.
 """
 from __future__ import annotations
 
@@ -14,7 +17,19 @@ import torch.distributed as dist
 
 from labkit.pipeline.schedules import Action
 
-__all__ = ["schedule_1f1b", "bubble_fraction", "stage_backward"]
+
+def _one_f_one_b(r: int, p: int, m: int) -> list[Action]:
+    """1F1B on rank r: min(m, p - r) warm-up forwards, then alternate B (oldest) and F (next)
+    until the forwards run out, then the remaining Bs."""
+    warmup = min(m, p - r)
+    ops = [Action(r, "F", i) for i in range(warmup)]
+    f = warmup
+    for b in range(m):
+        ops.append(Action(r, "B", b))
+        if f < m:
+            ops.append(Action(r, "F", f))
+            f += 1
+    return ops
 
 
 def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Action]]:
@@ -36,18 +51,7 @@ def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Actio
         raise ValueError(f"need num_ranks >= 1 and num_microbatches >= 1, got {p}, {m}")
     if m < p:
         raise ValueError(f"1F1B needs num_microbatches >= num_ranks, got m={m}, p={p}")
-    out = {}
-    for r in range(p):
-        warmup = min(m, p - r)
-        acts = [Action(r, "F", i) for i in range(warmup)]
-        next_f = warmup
-        for b in range(m):
-            acts.append(Action(r, "B", b))
-            if next_f < m:
-                acts.append(Action(r, "F", next_f))
-                next_f += 1
-        out[r] = acts
-    return out
+    return {r: _one_f_one_b(r, p, m) for r in range(p)}
 
 
 def bubble_fraction(num_ranks: int, num_microbatches: int, virtual_stages: int = 1) -> Fraction:
@@ -86,3 +90,40 @@ def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: 
     if send_to is None:
         return None
     return dist.isend(stage_input.grad.contiguous(), dst=send_to, tag=send_tag)
+
+
+def optimal_slicing(seq_len, num_stages, cost):
+    """TeraPipe's slicing of one sequence: (least latency, slice lengths).
+
+    seq_len: L tokens (or blocks of tokens), an int >= 1; num_stages: K equal pipeline stages.
+    cost(length, context): the time, on one stage, of a slice of ``length`` tokens that follows
+    ``context`` tokens of prefix (exact numbers: ints or Fractions); it grows with both.
+    A slicing is a list of positive ints summing to L; slice j follows the tokens of slices
+    0..j-1, and its time is t_j = cost(l_j, l_0 + ... + l_{j-1}). Its latency on K stages is
+    Σ_j t_j + (K − 1)·max_j t_j. Return the least latency over all slicings and one slicing
+    that has it, in order: ``(latency, [l_0, l_1, ...])``. L up to about 32 must take well under a
+    second; trying all 2^(L−1) slicings does not.
+    """
+    L, K = seq_len, num_stages
+    times = {(k, c): cost(k, c) for c in range(L) for k in range(1, L - c + 1)}
+    best = None
+    for t_max in sorted(set(times.values())):
+        if best is not None and (K - 1) * t_max >= best[0]:
+            break                                   # every larger bound costs at least this much
+        # S[i]: least Σ t over slicings of the first i tokens; last[i]: the length of its last slice
+        S, last = [0] + [None] * L, [0] * (L + 1)
+        for i in range(1, L + 1):
+            for k in range(1, i + 1):
+                tk = times[(k, i - k)]
+                if tk <= t_max and S[i - k] is not None and (S[i] is None or S[i - k] + tk < S[i]):
+                    S[i], last[i] = S[i - k] + tk, k
+        if S[L] is None:
+            continue
+        total = S[L] + (K - 1) * t_max
+        if best is None or total < best[0]:
+            slices, i = [], L
+            while i:
+                slices.append(last[i])
+                i -= last[i]
+            best = (total, slices[::-1])
+    return best

@@ -1,5 +1,25 @@
-"""Lab 09 reference answers: memory (see exercises/lab09_memory.py for the specifications)."""
+"""Lab 09 exercises: memory.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
+- ``checkpointed_forward``: activation checkpointing of a chain of layers, written by hand;
+- ``block_activation_bytes``: the bytes one block of the course's GPT keeps for backward;
+- ``forward_only_peak``: the activation peak of a chain run without autograd (inference);
+- ``kv_cache_bytes``: the bytes of a decoder's key/value cache (section 12).
+"""
+from __future__ import annotations
+
+import math
+
 import torch
+
+
+def _run(layers: Sequence[nn.Module]) -> Callable[[torch.Tensor], torch.Tensor]:
+    def run(x):
+        for layer in layers:
+            x = layer(x)
+        return x
+    return run
 
 
 class _Segment(torch.autograd.Function):
@@ -25,14 +45,6 @@ class _Segment(torch.autograd.Function):
         return (None, x.grad) + (None,) * (len(ctx.needs_input_grad) - 2)
 
 
-def _runner(part):
-    def run(x):
-        for layer in part:
-            x = layer(x)
-        return x
-    return run
-
-
 def checkpointed_forward(layers, x, segment):
     """Run the chain ``layers`` on ``x``, keeping for backward only each segment's input.
 
@@ -53,7 +65,7 @@ def checkpointed_forward(layers, x, segment):
     for i in range(0, len(layers), segment):
         part = layers[i:i + segment]
         params = [p for m in part for p in m.parameters() if p.requires_grad]
-        x = _Segment.apply(_runner(part), x, *params)
+        x = _Segment.apply(_run(part), x, *params)
     return x
 
 

@@ -1,4 +1,17 @@
-"""Lab 10 reference answers: ZeRO and FSDP (see exercises/lab10_zero.py for the specifications)."""
+"""Lab 10 exercises: ZeRO and FSDP.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
+- ``model_state_bytes``: what one rank holds at each ZeRO stage;
+- ``zero1_step``: a ZeRO-1 step — your rank keeps and updates only its shard of the optimizer
+  state, then the updated shards are all-gathered;
+- ``fsdp_linear``: FSDP's gather → compute → free for one linear layer, forward and backward.
+
+``zero1_step`` and ``fsdp_linear`` run on every rank of an initialised process group (e.g. under
+``labkit.dist.launch``). Use ``dist.reduce_scatter_single(out, inp)`` (sum) and
+``dist.all_gather_single(out, inp)`` (their older names, reduce_scatter_tensor and
+all_gather_into_tensor, work too); the grader logs every collective you call.
+"""
 import math
 
 import torch

@@ -1,4 +1,6 @@
-"""Lab 11 reference solutions: 3D parallelism.
+"""Lab 11 exercises: 3D parallelism.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
 
 - ``rank_coords``: where a rank sits on a dp × tp × pp grid;
 - ``group_ranks``: which ranks share its data-, tensor- or pipeline-parallel group;
@@ -12,7 +14,7 @@ The rank order of the whole lab: tp innermost, then dp, then pp outermost,
 
 as ``init_device_mesh(device, (pp, dp, tp), mesh_dim_names=("pp", "dp", "tp"))`` numbers them.
 """
-import math  # noqa: F401
+import math
 
 
 def rank_coords(rank, dp, tp, pp):

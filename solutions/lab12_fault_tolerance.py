@@ -1,4 +1,14 @@
-"""Lab 12 reference answers: fault tolerance (see exercises/lab12_fault_tolerance.py)."""
+"""Lab 12 exercises: fault tolerance.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
+- ``atomic_save``: write a file so that a crash at any moment leaves the old one or the new one;
+- ``resume_state``: everything besides the weights that a bit-identical resume needs;
+- ``young_interval``: how often to checkpoint, to first order;
+- ``simulate_wall_time``: a Monte Carlo of a job that fails, checkpoints and restarts;
+- ``abft_locate``: find the one wrong element of a matrix product from its checksums;
+- ``peer_ranks``: where each rank's in-memory checkpoint copy goes, so that no node's loss loses one.
+"""
 import math
 import os
 import random

@@ -1,8 +1,11 @@
-"""Lab 13 reference solutions: ML compilers.
+"""Lab 13 exercises: ML compilers.
 
-- ``vjp``: reverse-mode backward rules for a few ops of the lab's graph IR;
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
+
+- ``vjp``: reverse-mode backward rules for eight ops, derived from their forward definitions;
 - ``dead_code_elimination``, ``constant_folding``, ``common_subexpression_elimination``: three
   classic passes on torch.fx graphs;
+- ``clip_without_breaks``: a function rewritten so that Dynamo captures it whole (no graph break);
 - ``transactions``: how many memory transactions one warp's access needs (the GPU model).
 
 The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start from
@@ -10,27 +13,31 @@ The graph passes take a ``torch.fx.GraphModule`` and return a NEW one: start fro
 ``graph.inserting_before``, ``graph.get_attr``), then ``gm.graph.lint(); gm.recompile()``. Use
 ``has_side_effects(node)`` and ``is_random(node)`` (imported below) to know which nodes must stay.
 """
-import copy  # noqa: F401
+import copy
 
-import torch  # noqa: F401
-from torch import fx  # noqa: F401
+import torch
+from torch import fx
 
-from labkit.compiler.fx_passes import has_side_effects, is_random  # noqa: F401
+from labkit.compiler.fx_passes import has_side_effects, is_random
 
 
 def vjp(op, inputs, output, grad_output, attrs=None):
     """Gradients of a scalar loss L with respect to each input of one op, given ∂L/∂output.
 
-    op: one of "mul", "div", "matmul", "tanh", "exp", "log", "sum", "relu".
-    inputs: list of tensors, the op's operands (two for mul, div, matmul; one otherwise); the
-    elementwise ops here take operands of equal shape. output: the op's result on them.
-    grad_output: ∂L/∂output, a tensor of output's shape. attrs: for "sum", {"axis": None} (all
-    elements summed, output shape ()) or {"axis": k} (axis k summed away; k may be negative);
-    None or ignored for the other ops.
-    Returns a list with one tensor per input, ∂L/∂input, each of that input's shape.
-    Rules: mul a·b -> [g·b, g·a]; div a/b -> [g/b, −g·a/b²]; matmul a (m, k) @ b (k, n) ->
-    [g @ bᵀ, aᵀ @ g]; tanh -> g·(1 − output²); exp -> g·output; log -> g/a; relu -> g where a > 0,
-    else 0 (0 at a = 0); sum -> g broadcast back to the input's shape.
+    Derive each rule yourself: only the forward definitions are given. With a, b the inputs and
+    out the output (elementwise ops act on each element; their operands have equal shapes):
+
+    - "mul": out = a·b            - "div": out = a / b          - "tanh": out = tanh(a)
+    - "exp": out = eᵃ             - "log": out = ln a (a > 0)    - "relu": out = max(a, 0)
+    - "matmul": out = a @ b, a of shape (m, k), b of shape (k, n), out (m, n)
+    - "sum": attrs {"axis": None}: out = the sum of all of a's elements (shape ());
+      attrs {"axis": k}: out = a summed over axis k (that axis removed; k may be negative).
+
+    inputs: list of tensors, the op's operands (two for mul, div, matmul; one otherwise).
+    output: the op's result on them (use it where it saves work). grad_output: ∂L/∂output, a
+    tensor of output's shape. attrs: as above for "sum"; None or ignored for the other ops.
+    Returns a list with one tensor per input, ∂L/∂input = Σ over output elements of
+    ∂L/∂out · ∂out/∂input, each of that input's shape. relu's derivative at exactly 0 is 0.
     """
     a = inputs[0]
     g = grad_output
@@ -180,6 +187,20 @@ def common_subexpression_elimination(gm):
     graph.lint()
     gm.recompile()
     return gm
+
+
+def clip_without_breaks(x: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """``labkit.compiler.inside_compile.clip_by_norm`` rewritten so that ``torch._dynamo.explain``
+    finds one graph and no break in it.
+
+    x: a float tensor of any shape; max_norm: a Python float > 0. Returns y − mean(y), where
+    y = x·max_norm/‖x‖ when x's Euclidean norm ‖x‖ exceeds max_norm and y = x otherwise (an
+    all-zero x included), with x's shape and dtype: what clip_by_norm returns, to float rounding
+    (the grader allows 1e-5 relative, 1e-6 absolute), without printing.
+    """
+    norm = x.norm()
+    x = torch.where(norm > max_norm, x * (max_norm / norm), x)
+    return x - x.mean()
 
 
 def transactions(addresses, segment_bytes=128):

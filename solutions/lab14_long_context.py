@@ -1,4 +1,6 @@
-"""Lab 14 exercises: long sequences, sharding specs and experts (reference answers).
+"""Lab 14 exercises: long sequences, sharding specs and experts.
+
+Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
 
 - ``softmax_step``: one block of the online softmax, the arithmetic of every ring attention step;
 - ``all_to_all_4d``: DeepSpeed-Ulysses' exchange between sequence-split and head-split tensors;
@@ -23,8 +25,8 @@ def softmax_step(m, l, acc, scores, v):  # noqa: E741
     Do not modify the arguments in place.
     """
     m_new = torch.maximum(m, scores.amax(dim=-1))
-    base = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)
-    alpha = torch.exp(m - base)
+    base = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)   # no −∞ − (−∞)
+    alpha = torch.exp(m - base)                                                  # rescale the old terms
     p = torch.exp(scores - base[..., None])
     return m_new, l * alpha + p.sum(dim=-1), acc * alpha[..., None] + p @ v
 

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from labkit.compiler import autotune, lab
+from labkit.compiler.autodiff import vjp
 from labkit.gpu_model.coalescing import strided_addresses, transactions
 from solutions import lab13_compilers as S
 
@@ -110,7 +111,7 @@ def test_autotune_table_reports_mean_se_and_a_paired_verdict():
     assert autotune.synthetic_cost({"BM": 64, "BN": 64, "BK": 64}) > 0
 
 
-@pytest.mark.parametrize("exercise", ["vjp", "dead_code_elimination", "constant_folding",
+@pytest.mark.parametrize("exercise", ["vjp", "dead_code_elimination", "constant_folding", "clip_without_breaks",
                                       "common_subexpression_elimination", "transactions"])
 def test_pictures_agree_with_the_solutions(exercise, capsys):
     lab.picture(exercise)(getattr(S, exercise))
@@ -122,10 +123,41 @@ def test_pictures_show_a_wrong_answer():
     table = lab.transactions_picture(lambda addresses, segment: 1)
     assert any(row[1] != row[2] for row in table.rows)
     table = lab.vjp_picture(lambda op, ins, out, g, attrs: [torch.zeros_like(x) for x in ins])
-    assert "NO" in [row[2] for row in table.rows]
+    assert all(row[-1] == "NO" for row in table.rows)
+
+
+def test_finite_differences_pass_right_rules_and_name_each_wrong_one():
+    """fd_check_vjp: labkit's rules pass (largest relative error 1.2e-9 against FD_TOL = 1e-6);
+    a flipped sign, a lost transpose and a rule that raises each fail on their own row only."""
+    ok = lab.vjp_picture(vjp)
+    assert all(row[-1] == "yes" for row in ok.rows) and max(float(row[4]) for row in ok.rows) < 1e-8
+
+    def wrong(op, ins, out, g, attrs):
+        if op == "log":
+            raise ZeroDivisionError("oops")
+        got = vjp(op, ins, out, g, attrs)
+        if op == "div":
+            got[1] = -got[1]
+        if op == "matmul":                        # aᵀ @ g written as (gᵀ @ a)... of the wrong shape
+            got[1] = got[1].T.contiguous()
+        return got
+    bad = {(row[0], row[1]) for row in lab.vjp_picture(wrong).rows if row[-1] != "yes"}
+    assert bad == {("div", 1), ("matmul", 1), ("log", "-")}
 
 
 def test_worked_problem_numbers():
     assert transactions(strided_addresses(3)) == 3
     eps = 2.0 ** -52
     assert eps ** (1 / 3) == pytest.approx(6.06e-6, rel=1e-2)
+
+
+def test_clip_picture_shows_breaks_and_wrong_values():
+    def keeps_item(x, max_norm):
+        n = x.norm().item()
+        return x * (max_norm / n if n > max_norm else 1.0) - x.mean() * (max_norm / n if n > max_norm else 1.0)
+    rows = lab.clip_picture(keeps_item).rows
+    assert [r[1:3] for r in rows] == [(2, 1)] * 3 and all(r[-1] == "NO" for r in rows)
+    assert "item" in rows[0][3]
+    from labkit.compiler import inside_compile as IC
+    rows = lab.clip_picture(IC.clip_without_breaks).rows
+    assert all(r[1:3] == (1, 0) and r[-1] == "yes" for r in rows)

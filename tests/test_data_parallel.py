@@ -132,3 +132,43 @@ def test_bad_arguments():
         DDP("model")
     with pytest.raises(ValueError, match="cap_bytes"):
         assign_buckets(list(GPT(CFG).parameters()), 0)
+
+
+def _torch_vs_bucketed_exercise_rank(rank, world, cap):
+    """Lab 06's bucketed_ddp_hooks (the reference answer) next to PyTorch's DDP with the same cap."""
+    from solutions.lab06_data_parallel import bucketed_ddp_hooks
+
+    theirs = TorchDDP(GPT(CFG, seed=rank, dtype=torch.float64), bucket_cap_mb=cap)
+    mine = GPT(CFG, seed=rank, dtype=torch.float64)
+    finish = bucketed_ddp_hooks(mine, assign_buckets(list(mine.parameters()), int(cap * 2**20)))
+    calls, original = [], dist.all_reduce
+
+    def counted(tensor, *args, **kwargs):
+        calls.append(tensor.numel() * tensor.element_size())
+        return original(tensor, *args, **kwargs)
+
+    errs = []
+    for step in range(3):
+        tokens, targets = batch(CFG, 4, seed=10 * step + rank)
+        theirs.zero_grad()
+        theirs(tokens, targets)[1].backward()
+        mine.zero_grad()
+        dist.all_reduce = counted
+        try:
+            mine(tokens, targets)[1].backward()
+            finish()
+        finally:
+            dist.all_reduce = original
+        errs.append(max((a.grad - b.grad).abs().max().item()
+                        for a, b in zip(theirs.module.parameters(), mine.parameters())))
+    data = theirs._get_ddp_logging_data()
+    return errs, calls, [int(n) for n in data["rebuilt_bucket_sizes"].split(",")]
+
+
+def test_bucketed_exercise_answer_equals_pytorch_ddp():
+    """Gradients to 1e-12 (float64; both divide by N and sum in the same ranks' order, the buckets'
+    flat layouts differ); one all-reduce per bucket, of the byte sizes PyTorch's rebuilt buckets have."""
+    for errs, calls, theirs in launch(_torch_vs_bucketed_exercise_rank, 2, 0.004, backend="gloo", timeout=120):
+        assert max(errs) < 1e-12, errs
+        per_step = len(calls) // 3
+        assert sorted(calls[-per_step:]) == sorted(theirs), (calls[-per_step:], theirs)

@@ -92,6 +92,10 @@ def test_pictures_run_the_reference_answers(capsys):
 
     assert all(lab.bucket_picture(S.bucket_indices).column("equal"))
     assert lab.hooks_picture(S.data_parallel_hooks) < 1e-12
+    timed = lab.bucketed_picture(S.bucketed_ddp_hooks, steps=1)
+    assert dict(zip(timed.column("variant"), zip(timed.column("all-reduces"), timed.column("in backward")))) == {
+        "yours (bucketed)": (4, 4), "per-parameter": (52, 52), "naive": (52, 0)}
+    assert "equal (to 1e-12)" in capsys.readouterr().out
     assert all(lab.ssp_picture(S.ssp_start_times).column("equal"))
     capsys.readouterr()
     run_picture("lab06_data_parallel", "data_parallel_hooks", lab.hooks_picture)   # the stub, raising on ranks

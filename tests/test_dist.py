@@ -113,7 +113,24 @@ def test_a_raising_rank_is_named_with_its_traceback_and_all_ranks_stop(tmp_path)
     err = info.value
     assert err.rank == 2 and err.exc_type == "ValueError"
     assert "rank two is unhappy" in str(err) and "_raise_on_rank_two" in err.remote_traceback
+    # the caller's own failing line first (file:line: source), then the shortest useful traceback
+    assert err.where == 'test_dist.py:103: raise ValueError("rank two is unhappy")', err.where
+    assert str(err).startswith(f"rank 2 failed at {err.where} with ValueError: rank two is unhappy\n")
+    assert "labkit/dist.py" not in err.remote_traceback and "multiprocessing" not in err.remote_traceback
     _assert_all_gone(tmp_path, 4)
+
+
+def _matmul_mismatch(rank, ws):
+    return torch.ones(3) @ torch.ones(4 + rank)      # raises inside torch, called from this line
+
+
+def test_a_rank_failing_inside_torch_names_the_callers_line_and_the_frame_that_raised():
+    with pytest.raises(RankError) as info:
+        launch(_matmul_mismatch, 2, timeout=30)
+    err = info.value
+    assert err.where.startswith("test_dist.py:") and "torch.ones(3) @ torch.ones(4 + rank)" in err.where
+    assert err.remote_traceback.count('File "') >= 1 and err.remote_traceback.rstrip().splitlines()[-1].startswith(
+        "RuntimeError")
 
 
 def _hang_on_rank_one(rank, ws, tmp):

@@ -1,7 +1,7 @@
 """The grader is proven here: stubs score 0, solutions full marks, known-wrong answers lose
-points, a hanging or crashing test costs only its own points, and stubs match solutions."""
+points, a hanging or crashing test costs only its own points, and exercises/ and solutions/ are
+generated from labkit's marked answers."""
 import ast
-import inspect
 import json
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +11,7 @@ import pytest
 
 from labkit import grade, grading
 from labkit.grading.run import run_graded_tests, score_table
+from labkit.grading import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted(p.stem for p in (ROOT / "solutions").glob("lab*.py"))
@@ -20,25 +21,36 @@ KNOWN_WRONG = sorted(p for p in (ROOT / "tests" / "known_wrong").iterdir() if p.
 pytestmark = pytest.mark.timeout(1200)
 
 
-def _public_functions(module):
-    return {n: f for n, f in vars(module).items()
-            if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == module.__name__}
-
-
 def test_there_is_something_to_grade():
     assert SOLUTIONS, "no solutions/lab*.py found"
     assert all((ROOT / "tests" / "graded" / f"test_{s}.py").exists() for s in SOLUTIONS)
 
 
+def test_every_lab_has_a_manifest_and_every_manifest_a_lab():
+    assert sorted(generate.LABS) == SOLUTIONS
+
+
 @pytest.mark.parametrize("name", SOLUTIONS)
-def test_stubs_and_solutions_are_in_step(name):
-    sol = grading.load(name, "solutions")
-    ex = grading.load(name, "exercises")
-    s_funcs, e_funcs = _public_functions(sol), _public_functions(ex)
-    assert sorted(s_funcs) == sorted(e_funcs), "exercises and solutions define different functions"
-    for fname, f in s_funcs.items():
-        assert inspect.signature(f) == inspect.signature(e_funcs[fname]), fname
-        assert inspect.getdoc(f) and inspect.getdoc(f) == inspect.getdoc(e_funcs[fname]), f"{fname}: docstrings differ"
+def test_exercises_and_solutions_are_generated_from_labkit(name):
+    """exercises/ and solutions/ are written by labkit.grading.generate from the marked answers in
+    labkit: regenerated here, they match the committed files byte for byte."""
+    assert name in generate.LABS, f"{name} has no manifest in labkit/grading/manifests.py"
+    for path, text in generate.targets(name).items():
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} is stale: run make exercises"
+
+
+@pytest.mark.parametrize("name", SOLUTIONS)
+def test_policy_references_are_the_marked_answers(name):
+    """Each graded test file denies what the markers mark, and every graded exercise is a marked
+    labkit function (so its reference is denied)."""
+    tree = ast.parse((ROOT / "tests" / "graded" / f"test_{name}.py").read_text())
+    refs = [kw.value for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Policy"
+            for kw in node.keywords if kw.arg == "references"]
+    assert refs and all(ast.unparse(r) == f"references({name!r})" for r in refs), \
+        "Policy(references=...) must be references(<this lab>) from labkit.grading.generate, not a hand-written list"
+    stubs = generate.stubs(name)
+    assert _graded_exercises(name) <= set(stubs), f"not marked in labkit: {_graded_exercises(name) - set(stubs)}"
+    assert set(stubs.values()) <= set(generate.references(name))
 
 
 def _graded_exercises(name):
@@ -73,9 +85,16 @@ def gradings(tmp_path_factory):
         return score_table(run_graded_tests(impl, lab=lab, exercises=exercises))
 
     jobs = {"solutions": pool.submit(run, "solutions"), "exercises": pool.submit(run, "exercises")}
-    for case in KNOWN_WRONG:
-        sub = known_wrong_submission(case, tmp_path_factory.mktemp(case.name) / "submission")
-        jobs[case.name] = pool.submit(run, str(sub), next(case.glob("lab*.py")).stem[3:5], _expected(case))
+    for group in known_wrong_groups():
+        sub = known_wrong_submission(group, tmp_path_factory.mktemp(group[0].name) / "submission")
+        job = pool.submit(run, str(sub), next(group[0].glob("lab*.py")).stem[3:5],
+                          sorted({ex for case in group for ex in _expected(case)}))
+        jobs.update({case.name: job for case in group})
+    for module, exercise in ALONE:
+        sub = tmp_path_factory.mktemp(f"alone-{exercise}") / "submission"
+        sub.mkdir()
+        (sub / f"{module}.py").write_text(generate.render_mixed(module, frozenset({exercise})))
+        jobs[("alone", exercise)] = pool.submit(run, str(sub), module[3:5], [exercise])
     yield jobs
     pool.shutdown(wait=True)
 
@@ -103,14 +122,77 @@ def test_stubs_score_zero(gradings):
         assert max_points(module, r["exercise"]) == r["max_score"], r["exercise"]
 
 
-def known_wrong_submission(case: Path, dest: Path) -> Path:
-    """A submission folder for a known-wrong case: the reference answers' text, then the case's
-    own definitions (its ``from solutions... import`` lines dropped), which replace the right ones.
-    Graded as a learner's file would be: nothing of it imports solutions."""
-    module = next(case.glob("lab*.py"))
-    own = "\n".join(ln for ln in module.read_text().splitlines() if not ln.startswith("from solutions."))
+# Exercises whose answer calls another exercise (Megatron's f inside the column-parallel layer, the
+# ring's two halves inside its all-reduce) or whose test once did (reduce_from_tp's called copy_to_tp):
+# each is graded as the only answer in a file of stubs.
+ALONE = (("lab07_tensor_parallel", "reduce_from_tp"), ("lab07_tensor_parallel", "column_parallel_linear"),
+         ("lab05_collectives", "ring_all_reduce"))
+
+
+@pytest.mark.parametrize("module,exercise", ALONE, ids=[e for _, e in ALONE])
+def test_one_answer_among_stubs_scores_full_marks(module, exercise, gradings):
+    rows = {r["exercise"]: r for r in gradings[("alone", exercise)].result()}
+    assert (rows[exercise]["score"], rows[exercise]["failures"]) == (rows[exercise]["max_score"], [])
+
+
+@pytest.mark.parametrize("module", SOLUTIONS)
+def test_the_worker_puts_references_in_place_of_the_other_exercises(module):
+    """What the worker grading exercise X loads in place of the learner's other exercises: all of
+    them answered, X a stub, and no hidden helper that only X's answer uses."""
+    from labkit.grading.remote import other_exercises
+
+    names = list(generate.stubs(module))
+    for x in names:
+        others = other_exercises(module, x)
+        if len(names) == 1:
+            assert others is None
+            continue
+        assert sorted(others["names"]) == sorted(n for n in names if n != x) and others["exercise"] == x
+        tree = ast.parse(others["source"])
+        defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert "NotImplementedError" in ast.unparse(defs[x]), f"{module}: {x} is answered in its own others file"
+        for n in others["names"]:
+            assert "NotImplementedError" not in ast.unparse(defs[n]), f"{module}: {n} is a stub in {x}'s others file"
+
+
+def _defined(case: Path) -> set[str]:
+    tree = ast.parse(next(case.glob("lab*.py")).read_text())
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | \
+        {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+
+
+def known_wrong_groups() -> list[list[Path]]:
+    """The known-wrong cases, packed into as few grading runs as possible: cases of one lab share a
+    run when each redefines only the exercises it breaks (no helper another exercise may call), and
+    those differ. Each exercise is graded in its own worker with the file's other exercises replaced
+    by the references, so one case's mistake cannot cost another case's exercise its points."""
+    shared: dict[str, list[list[Path]]] = {}
+    alone: list[list[Path]] = []
+    for case in KNOWN_WRONG:
+        module = next(case.glob("lab*.py")).stem
+        names = _defined(case) | set(_expected(case))
+        if not names <= set(generate.stubs(module)):
+            alone.append([case])
+            continue
+        groups = shared.setdefault(module, [])
+        group = next((g for g in groups if not any(names & (_defined(c) | set(_expected(c))) for c in g)), None)
+        if group is None:
+            groups.append([case])
+        else:
+            group.append(case)
+    return [g for groups in shared.values() for g in groups] + alone
+
+
+def known_wrong_submission(cases, dest: Path) -> Path:
+    """A submission folder for known-wrong cases of one lab: the reference answers' text, then each
+    case's own definitions (their ``from solutions... import`` lines dropped), which replace the
+    right ones. Graded as a learner's file would be: nothing of it imports solutions."""
+    cases = [cases] if isinstance(cases, Path) else list(cases)
+    module = next(cases[0].glob("lab*.py"))
+    own = ["\n".join(ln for ln in next(c.glob("lab*.py")).read_text().splitlines()
+                      if not ln.startswith("from solutions.")) for c in cases]
     dest.mkdir()
-    (dest / module.name).write_text((ROOT / "solutions" / module.name).read_text() + "\n\n" + own + "\n")
+    (dest / module.name).write_text((ROOT / "solutions" / module.name).read_text() + "\n\n" + "\n\n".join(own) + "\n")
     return dest
 
 

@@ -11,8 +11,8 @@ import pytest
 from labkit.claims import MARK
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-LABS = sorted(p for p in NOTEBOOKS.glob("[01][0-9]_*.ipynb") if not p.name.startswith("00_"))
-SOURCES = sorted(p for p in (NOTEBOOKS / "_src").glob("[01][0-9]_*.py") if not p.name.startswith("00_"))
+LABS = sorted(p for p in NOTEBOOKS.glob("[01][0-9]*_*.ipynb") if not p.name.startswith("00_"))
+SOURCES = sorted(p for p in (NOTEBOOKS / "_src").glob("[01][0-9]*_*.py") if not p.name.startswith("00_"))
 MIN_CLAIMS = 6
 # the arguments of each claim function that must be computed, not written down
 COMPUTED_ARGS = {"claim": (1,), "claim_close": (1, 2), "claim_between": (1,)}
@@ -30,7 +30,9 @@ def _claim_lines(nb_path: Path) -> list[str]:
 
 
 def test_there_are_fourteen_labs():
-    assert len(LABS) == 14 and len(SOURCES) == 14, [p.name for p in LABS]
+    """Labs 01-14, a long one in two parts (06 and 06b); every notebook has its source."""
+    assert {p.name[:2] for p in LABS} == {f"{n:02d}" for n in range(1, 15)}, [p.name for p in LABS]
+    assert [p.stem for p in LABS] == [p.stem for p in SOURCES]
 
 
 @pytest.mark.parametrize("path", LABS, ids=lambda p: p.stem)

@@ -20,7 +20,7 @@ import pytest
 from labkit.nbbuild import read_source
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOURCES = sorted((ROOT / "notebooks" / "_src").glob("[0-9][0-9]_*.py"))
+SOURCES = sorted((ROOT / "notebooks" / "_src").glob("[0-9][0-9]*_*.py"))
 
 FAKE_GPU = '''
 import importlib, json, sys

@@ -78,16 +78,23 @@ def test_pictures_of_the_solutions(capsys, monkeypatch):
     assert "same order as 1F1B on every rank: True" in out and ": equal (to 1e-12)" in out
     assert run.loss > 0 and len(shown) == 2
     assert all(len(line) <= 100 for line in out.splitlines())
+    table = lab.picture("optimal_slicing")(answers.optimal_slicing)
+    assert table.column("right") == ["yes"] * 3 and all(len(line) <= 100 for line in str(table).splitlines())
+
+
+def test_slicing_picture_shows_a_wrong_latency_and_a_wrong_slicing():
+    rows = lab.slicing_picture(lambda L, K, cost: (1, [L])).rows           # the whole sequence, a made-up latency
+    assert [r[-1] for r in rows] == ["NO"] * 3 and all(r[4] == r[6] for r in rows)
 
 
 def test_pictures_of_the_stubs_say_they_are_stubs(capsys):
     from labkit.grading.check import run_picture
 
-    for name in ("schedule_1f1b", "bubble_fraction", "stage_backward"):    # stage_backward: on 2 ranks
+    names = ("schedule_1f1b", "bubble_fraction", "stage_backward", "optimal_slicing")   # stage_backward: 2 ranks
+    for name in names:
         assert run_picture("lab08_pipeline", name, lab.picture(name)) is None
     out = capsys.readouterr().out.splitlines()
-    assert [line for line in out if "is still a stub" in line] == [
-        f"{name} is still a stub." for name in ("schedule_1f1b", "bubble_fraction", "stage_backward")]
+    assert [line for line in out if "is still a stub" in line] == [f"{name} is still a stub." for name in names]
 
 
 def test_a_wrong_schedule_is_reported_in_one_line(capsys):

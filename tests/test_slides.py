@@ -100,7 +100,7 @@ def test_unknown_lab_is_one_line_and_exit_2():
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.strip().splitlines() == [
-        f"error: LAB=42: unknown lab; the labs are {', '.join(p.name[:2] for p in LABS)}"]
+        f"error: LAB=42: unknown lab; the labs are {', '.join(slides.lab_id(p) for p in LABS)}"]
 
 
 def test_remote_urls_finds_what_would_need_the_network():
@@ -116,12 +116,12 @@ def test_readme_names_every_labs_demo_path_with_its_slides_and_minutes():
     rows = {}
     for line in readme.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 4 and cells[0].isdigit():
+        if len(cells) == 4 and cells[0][:2].isdigit():
             rows[cells[0]] = cells[1:]
-    assert sorted(rows) == [p.name[:2] for p in LABS]
+    assert sorted(rows) == [slides.lab_id(p) for p in LABS]
     for path in LABS:
         nb = nbformat.read(path, as_version=4)
-        n, minutes, path_text = rows[path.name[:2]]
+        n, minutes, path_text = rows[slides.lab_id(path)]
         assert (int(n), int(minutes)) == (slides.slide_count(nb), round(slides.estimated_seconds(nb) / 60)), path.stem
         assert path_text.endswith("summary") or path.name.startswith("00"), path_text
     for target in ("make slides", "make demo LAB=05", "Render as Reveal Slideshow", "python -m labkit.slides stamp"):

@@ -156,6 +156,7 @@ class Syndrome:
         return None
 
 
+# BEGIN SOLUTION (labkit's ABFT: it answers abft_locate)
 def syndrome(product: ABFTProduct) -> Syndrome:
     """Compare every row's and column's sum with its checksum, against the rounding tolerance."""
     f = product.full
@@ -165,8 +166,10 @@ def syndrome(product: ABFTProduct) -> Syndrome:
     bad_r = tuple(int(i) for i in torch.nonzero(~(row_res.abs() <= product.row_tol)).flatten())
     bad_c = tuple(int(j) for j in torch.nonzero(~(col_res.abs() <= product.col_tol)).flatten())
     return Syndrome(bad_r, bad_c, row_res, col_res)
+# END SOLUTION
 
 
+# BEGIN SOLUTION (labkit's ABFT)
 def detect(product: ABFTProduct):
     """None if the checksums agree; (i, j) in the full (m+1)×(n+1) matrix if one element is corrupted
     (i = m or j = n: a checksum cell, C itself is intact); UncorrectableError if more are."""
@@ -177,6 +180,7 @@ def detect(product: ABFTProduct):
         raise UncorrectableError(f"detect: checksums disagree in rows {list(s.bad_rows)} and columns "
                                  f"{list(s.bad_cols)}: more than one element is corrupted; recompute")
     return s.location
+# END SOLUTION
 
 
 def correct(product: ABFTProduct) -> torch.Tensor:
@@ -241,3 +245,26 @@ def flops_table(sizes=(16, 64, 256, 1024)) -> Table:
     return Table(["n", "2n^3", "counted", "2(n+1)^2 n", "counted ABFT", "overhead %", "(2n+1)/n^2 %"],
                  rows, formats={"overhead %": ".3f", "(2n+1)/n^2 %": ".3f"},
                  title="ABFT matmul: FLOPs of the checksum product vs the plain one")
+
+
+def abft_locate(full, tol):
+    """The one corrupted element of an ABFT product, from its checksums.
+
+    full: (m+1, n+1) float64 tensor, [[C, C·e], [eᵀ·C, eᵀ·C·e]]: the product C = A·B with a column
+    of row sums and a row of column sums (computed alongside C), after at most one element of C
+    (not of the checksums) was changed. tol: rounding allowance (a float).
+    Row i (i < m) disagrees if |sum of full[i, :n] − full[i, n]| > tol; column j (j < n) disagrees
+    if |sum of full[:m, j] − full[m, j]| > tol. Return (i, j) as ints when exactly one row and one
+    column disagree — that element is the wrong one — and None when none disagrees.
+    """
+    # BEGIN SOLUTION
+    # HINT: compare the stored checksum row and column with fresh sums of the product; the one
+    # HINT: wrong element sits where the bad row and the bad column cross.
+    rows = full[:-1, :-1].sum(1) - full[:-1, -1]               # (m,)
+    cols = full[:-1, :-1].sum(0) - full[-1, :-1]               # (n,)
+    bad_rows = (rows.abs() > tol).nonzero().flatten().tolist()
+    bad_cols = (cols.abs() > tol).nonzero().flatten().tolist()
+    if not bad_rows and not bad_cols:
+        return None
+    return bad_rows[0], bad_cols[0]
+    # END SOLUTION

@@ -59,6 +59,24 @@ FAILURES = {"process": (), "node": ("memory",), "job": ("memory", "peer")}   # t
 PATTERN = re.compile(r"^step-(\d+)\.ckpt$")
 
 
+def _peer_ranks(world, per_node):
+    """Where each rank's in-memory checkpoint copy is kept, for hierarchical checkpoints.
+
+    world ranks sit on world // per_node nodes of per_node consecutive ranks (node of rank r:
+    r // per_node); world is a multiple of per_node with at least 2 nodes. Every rank keeps its
+    own snapshot in its node's memory and sends a copy to another rank, so that losing one node
+    (its memory) loses no checkpoint. Return a list peers of world ints, peers[r] = the rank that
+    keeps rank r's copy, such that
+    - peers[r] is on a different node than r (never r itself), and
+    - every rank keeps exactly one copy (peers is a permutation of 0..world-1: equal memory).
+    Example: world 4, per_node 2 -> [2, 3, 0, 1] is one answer.
+    """
+    # BEGIN SOLUTION
+    # HINT: find a rule that moves every rank off its node and is one-to-one: think of the nodes as a ring.
+    return [(r + per_node) % world for r in range(world)]
+    # END SOLUTION
+
+
 def peer_ranks(world: int, per_node: int) -> list[int]:
     """peers[r]: the rank that keeps rank r's in-memory copy — r + per_node (mod world), the same
     place on the next node. A permutation (every rank keeps exactly one copy: equal memory), and
@@ -67,7 +85,7 @@ def peer_ranks(world: int, per_node: int) -> list[int]:
     per_node = check_int("peer_ranks", "per_node", per_node, minimum=1)
     if world % per_node or world // per_node < 2:
         raise ValueError(f"peer_ranks: world ({world}) must be a multiple (>= 2 nodes) of per_node ({per_node})")
-    return [(r + per_node) % world for r in range(world)]
+    return _peer_ranks(world, per_node)
 
 
 def check_peers(peers, world: int, per_node: int) -> list[int]:

@@ -97,11 +97,25 @@ def _sqrt_2cm(fn: str, c: float, m: float) -> float:
     return _in_range(fn, "√(2·C·M)", lambda: math.sqrt(2.0 * c) * math.sqrt(m), f"C = {c:.3g} s, M = {m:.3g} s")
 
 
+# BEGIN SOLUTION (labkit's checked Young interval, safe from overflow: it answers young_interval)
 def young_interval(checkpoint_s: float, mtbf_s: float) -> float:
     """Young's first-order optimum √(2·C·M), in seconds of work between checkpoints."""
     c = check_real("young_interval", "checkpoint_s", checkpoint_s, positive=True)
     m = check_real("young_interval", "mtbf_s", mtbf_s, positive=True)
     return _sqrt_2cm("young_interval", c, m)
+# END SOLUTION
+
+
+def _young_interval(checkpoint_s, mtbf_s):
+    """Young's optimal checkpoint interval (seconds of work between checkpoints), to first order:
+    minimise the wasted fraction C/τ + τ/(2M) — checkpoints, plus on average half an interval lost
+    per failure — over τ. checkpoint_s: C, seconds one checkpoint takes; mtbf_s: M, the mean time
+    between failures of the whole job (seconds). Returns a float."""
+    # BEGIN SOLUTION
+    # HINT: balance the time spent writing checkpoints against the work lost at a failure
+    # HINT: (half an interval on average); math.sqrt of the optimum.
+    return math.sqrt(2 * checkpoint_s * mtbf_s)
+    # END SOLUTION
 
 
 def daly_interval(checkpoint_s: float, mtbf_s: float) -> float:
@@ -262,6 +276,7 @@ class JobSimulation:
         return 1.0 - self.work_s / self.wall_mean_s
 
 
+# BEGIN SOLUTION (labkit's simulator: it answers simulate_wall_time)
 def simulate_job(work_s: float, interval_s: float, checkpoint_s: float, restart_s: float, mtbf_s: float,
                  runs: int = 1000, seed: int = 0) -> JobSimulation:
     """Run the job ``runs`` times with exponential failures (mean ``mtbf_s``) striking during work,
@@ -300,6 +315,7 @@ def simulate_job(work_s: float, interval_s: float, checkpoint_s: float, restart_
     se = lambda x: float(x.std(ddof=1) / math.sqrt(runs))  # noqa: E731
     return JobSimulation(w, t, runs, seed, float(wall.mean()), se(wall), n * c, float(lost.mean()), se(lost),
                          float(rest.mean()), se(rest), float(fails.mean()), se(fails))
+# END SOLUTION
 
 
 @dataclass(frozen=True)
@@ -421,3 +437,44 @@ def optimum_table(cases=((60.0, 15768.0), (300.0, 6 * HOUR_S), (300.0, 900.0)), 
                                 "Young +%": ".3f", "Daly +%": ".5f"},
                  title=f"Checkpoint intervals (min): formulas vs simulation, R = {r / 60:g} min, "
                        f"{work_mtbfs:g} MTBFs of work, {runs} runs a point")
+
+
+def simulate_wall_time(work_s, interval_s, checkpoint_s, restart_s, mtbf_s, runs, seed):
+    """Monte Carlo estimate of a job's expected wall time (seconds); returns (mean, standard error).
+
+    The job needs ``work_s`` seconds of work, done in segments of ``interval_s`` seconds of work
+    (the last one holds what is left) each followed by a checkpoint of ``checkpoint_s`` seconds.
+    Failures arrive as a Poisson process in wall time with mean gap ``mtbf_s``: after each attempt
+    starts, draw the time to the next failure from an exponential distribution (mean mtbf_s). An
+    attempt at a segment (work plus its checkpoint) that a failure interrupts is lost entirely and
+    is followed by a restart of ``restart_s`` seconds — which a failure can interrupt too (then the
+    restart starts over) — and then the segment is tried again. Simulate ``runs`` jobs with
+    ``np.random.default_rng(seed)``; return (the mean wall time, its standard error: sample
+    standard deviation (ddof=1) / sqrt(runs)).
+    """
+    # BEGIN SOLUTION
+    # HINT: one numpy Generator; each segment of work plus its checkpoint is retried until an
+    # HINT: exponential lifetime outlasts it, and a restart can fail too; mean and standard error over runs.
+    rng = np.random.default_rng(seed)
+    n = math.ceil(work_s / interval_s)
+    segments = [interval_s] * (n - 1) + [work_s - (n - 1) * interval_s]
+    walls = np.empty(runs)
+    for k in range(runs):
+        wall = 0.0
+        for work in segments:
+            length = work + checkpoint_s
+            while True:
+                life = rng.exponential(mtbf_s)
+                if life >= length:
+                    wall += length
+                    break
+                wall += life                                   # the attempt is lost
+                while True:                                   # restart, which may fail too
+                    life = rng.exponential(mtbf_s)
+                    if life >= restart_s:
+                        wall += restart_s
+                        break
+                    wall += life
+        walls[k] = wall
+    return float(walls.mean()), float(walls.std(ddof=1) / math.sqrt(runs))
+    # END SOLUTION

@@ -136,6 +136,7 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+# BEGIN SOLUTION (labkit's save: atomic, checksummed; it answers atomic_save)
 def save(path, *, model: torch.nn.Module, optimizer=None, step: int = 0, extra=None, scheduler=None) -> Path:
     """Write a checkpoint to ``path`` atomically (module docstring); returns the path.
 
@@ -213,6 +214,9 @@ def write_bytes(path, data: bytes) -> Path:
 
 
 # ---------------------------------------------------------------------- reading
+# END SOLUTION
+
+
 def read(path) -> dict:
     """The checkpoint's contents, after checking its header, length, SHA-256 and structure;
     `CheckpointError` (one line: the file and the problem) otherwise."""
@@ -562,3 +566,36 @@ class CheckpointManager:
         got, extra = load(path, **kwargs)
         self._move_aside(self._newer_than(step), f"rolled back to step {step}")
         return got, extra, path
+
+
+def atomic_save(data, path):
+    """Write the bytes ``data`` to the file ``path`` so that a crash at any moment — before,
+    during or after the write — leaves at ``path`` either its old contents (or no file, if there
+    was none) or exactly ``data``, never a part of it.
+
+    Write to a new temporary file in the same folder (a rename works only within one file
+    system), flush it and os.fsync it, then os.replace it onto ``path`` (atomic), and finally
+    fsync the folder (open it with os.open(folder, os.O_RDONLY)) so the rename is durable.
+    Never open ``path`` itself for writing. Returns None.
+    """
+    # BEGIN SOLUTION
+    # HINT: write to a temporary file in the same folder (tempfile.mkstemp), flush and os.fsync it,
+    # HINT: os.replace it over the target, then fsync the folder so the rename itself is durable.
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".atomic-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    # END SOLUTION

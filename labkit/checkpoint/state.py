@@ -25,6 +25,7 @@ import torch
 from labkit.checks import check_int
 
 
+# BEGIN SOLUTION (labkit's generators' state: it answers resume_state)
 def rng_state() -> dict:
     """Every generator's state, as plain data (``torch.load(weights_only=True)`` can read it back)."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
@@ -34,8 +35,10 @@ def rng_state() -> dict:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         out["cuda"] = torch.cuda.get_rng_state(torch.cuda.current_device())    # this rank's GPU only
     return out
+# END SOLUTION
 
 
+# BEGIN SOLUTION (labkit's generators' state)
 def set_rng_state(state: dict) -> None:
     """Put every generator back where `rng_state` found it."""
     random.setstate(_tuples(state["python"]))
@@ -48,6 +51,7 @@ def set_rng_state(state: dict) -> None:
         if isinstance(cuda, (list, tuple)):                 # older checkpoints kept every device of the box
             cuda = cuda[here] if here < len(cuda) else cuda[0]
         torch.cuda.set_rng_state(cuda, here)
+# END SOLUTION
 
 
 def _tuples(x):
@@ -100,3 +104,35 @@ def equal_state(a, b) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(equal_state(x, y) for x, y in zip(a, b))
     return a == b
+
+
+def resume_state(sampler, state=None):
+    """Capture (``state is None``) or restore (given a state) what an exact resume needs besides
+    the weights, the optimizer and the learning-rate schedule.
+
+    sampler: the run's data sampler, with ``sampler.state_dict()`` -> dict and
+        ``sampler.load_state_dict(d)`` (its epoch and position in the shuffled data).
+    Capture: return a dict holding the sampler's state and the state of every random-number
+    generator the training uses: Python's ``random`` (random.getstate()), NumPy's global one
+    (np.random.get_state()), torch's CPU generator (torch.get_rng_state()) and, when
+    torch.cuda.is_available(), every CUDA device's (torch.cuda.get_rng_state_all()). The dict is
+    saved with torch.save and loaded back in a fresh process.
+    Restore (``state`` given): put every generator and the sampler back as captured; return None.
+    """
+    # BEGIN SOLUTION
+    # HINT: capture every generator a step draws from: random.getstate, np.random.get_state,
+    # HINT: torch.get_rng_state, CUDA's when present, and the sampler's position.
+    if state is None:
+        out = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+               "sampler": sampler.state_dict()}
+        if torch.cuda.is_available():
+            out["cuda"] = torch.cuda.get_rng_state_all()
+        return out
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+    sampler.load_state_dict(state["sampler"])
+    return None
+    # END SOLUTION

@@ -96,6 +96,7 @@ def _best_split(S, best_next, i: int, lo: int, hi: int) -> float:
     return value
 
 
+# BEGIN SOLUTION (labkit's checked, bisecting DP: it answers partition_stages)
 def partition_stages(costs, stages: int) -> tuple[list[int], float]:
     """Split a chain of layers into ``stages`` contiguous pipeline stages minimising the slowest stage.
 
@@ -137,8 +138,10 @@ def partition_stages(costs, stages: int) -> tuple[list[int], float]:
         i = j
     sizes.append(n - i)
     return sizes, bottleneck
+# END SOLUTION
 
 
+# BEGIN SOLUTION (the same answer by enumeration)
 def brute_force_stages(costs, stages: int) -> tuple[list[int], float]:
     """`partition_stages` by trying every composition of len(costs) into ``stages`` positive parts
     (C(n−1, p−1) of them), with the same tie rule; for tests."""
@@ -152,6 +155,7 @@ def brute_force_stages(costs, stages: int) -> tuple[list[int], float]:
         if best is None or value < best[1] or (value == best[1] and sizes > best[0]):
             best = (sizes, value)
     return best
+# END SOLUTION
 
 
 @dataclass(frozen=True)
@@ -388,3 +392,43 @@ def megatron_rule(layers: int) -> tuple:
     layer is column-parallel (its output gathered at the end)."""
     layers = check_int("megatron_rule", "layers", layers, minimum=1, maximum=MAX_ENUMERATED)
     return tuple(("column", "row")[i % 2] if i < layers - layers % 2 else "column" for i in range(layers))
+
+
+def _partition_stages(costs, stages):
+    """Cut a chain of layers into ``stages`` contiguous pipeline stages so that the slowest stage
+    (the sum of its layers' costs) is as fast as possible.
+
+    costs: a non-empty list of positive floats, costs[i] = seconds of layer i; stages: an int,
+    1 <= stages <= len(costs) (every stage gets at least one layer).
+    Returns (sizes, bottleneck): sizes — a list of ``stages`` positive ints summing to
+    len(costs), the number of layers of each stage in order; bottleneck — the cost of the
+    slowest stage (a float), the smallest any partition can achieve. Sum a stage's costs with
+    math.fsum. Ties: among the partitions with that bottleneck return the one whose sizes list
+    is lexicographically largest (earlier stages as long as possible; 5 equal layers on 2
+    stages give [3, 2]).
+    Dynamic programming: best(k, i) = the smallest bottleneck of layers i..n−1 on k stages
+    = min over the first stage's end j of max(cost(i..j−1), best(k−1, j)).
+    """
+    # BEGIN SOLUTION
+    # HINT: dynamic programming over (stages left, first layer); math.fsum for stage costs; then
+    # HINT: walk forward taking the longest first stage that still reaches the optimum.
+    n, p = len(costs), stages
+
+    def cost(i, j):
+        return math.fsum(costs[i:j])
+
+    best = [[math.inf] * (n + 1) for _ in range(p + 1)]
+    for i in range(n):
+        best[1][i] = cost(i, n)
+    for k in range(2, p + 1):
+        for i in range(n - k + 1):
+            best[k][i] = min(max(cost(i, j), best[k - 1][j]) for j in range(i + 1, n - k + 2))
+    bottleneck = best[p][0]
+    sizes, i = [], 0
+    for k in range(p, 1, -1):
+        j = max(j for j in range(i + 1, n - k + 2) if cost(i, j) <= bottleneck and best[k - 1][j] <= bottleneck)
+        sizes.append(j - i)
+        i = j
+    sizes.append(n - i)
+    return sizes, bottleneck
+    # END SOLUTION

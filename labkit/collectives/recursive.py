@@ -14,6 +14,7 @@ recursive-halving reduce-scatter + recursive-doubling all-gather, is.)
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 
 from labkit.collectives.p2p import check_tensor, exchange, flat_view, group_info
 from labkit.collectives.stats import CommStats
@@ -26,25 +27,45 @@ def largest_power_of_two(world_size: int) -> int:
 
 def recursive_doubling_all_reduce(tensor: torch.Tensor) -> CommStats:
     """Sum ``tensor`` over all ranks, in place, by recursive doubling (with fold/unfold for N not a power of 2)."""
-    rank, n = group_info("recursive_doubling_all_reduce")
+    group_info("recursive_doubling_all_reduce")
     check_tensor(tensor, "recursive_doubling_all_reduce")
-    stats = CommStats()
-    p = largest_power_of_two(n)
     with flat_view(tensor) as flat:
-        if rank >= p:                       # extra rank: fold in, wait for the answer
-            exchange(stats, send=flat, dst=rank - p)
-            exchange(stats, recv=flat, src=rank - p)
-            return stats
-        tmp = torch.empty_like(flat)
-        if rank + p < n:                    # fold: absorb my extra partner's tensor
-            exchange(stats, recv=tmp, src=rank + p)
-            flat.add_(tmp)
-        mask = 1
-        while mask < p:
-            partner = rank ^ mask
-            exchange(stats, send=flat, dst=partner, recv=tmp, src=partner)
-            flat.add_(tmp)
-            mask <<= 1
-        if rank + p < n:                    # unfold
-            exchange(stats, send=flat, dst=rank + p)
+        return _recursive_doubling_all_reduce(flat)
+
+
+def _recursive_doubling_all_reduce(tensor):
+    """Sum ``tensor`` over all ranks, in place, by recursive doubling; any world size.
+
+    Let P be the largest power of two <= N. (1) Fold: rank P+i (i < N-P) sends its
+    tensor to rank i, which adds it. (2) For mask = 1, 2, 4, ... < P, each rank r < P
+    swaps its whole tensor with rank r XOR mask and adds what it received.
+    (3) Unfold: rank i sends the result back to rank P+i.
+    tensor: contiguous, any shape. Returns CommStats: a rank r < P sends log2(P)
+    whole tensors, plus one more if it has a fold partner; ranks >= P send one.
+    """
+    # BEGIN SOLUTION
+    # HINT: fold the ranks beyond the largest power of two into their partners, swap with
+    # HINT: rank XOR mask for doubling masks (`exchange` both ways at once), then unfold.
+    rank, n = dist.get_rank(), dist.get_world_size()
+    stats = CommStats()
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    if rank >= p:
+        exchange(stats, send=tensor, dst=rank - p)
+        exchange(stats, recv=tensor, src=rank - p)
+        return stats
+    incoming = torch.empty_like(tensor)
+    if rank + p < n:
+        exchange(stats, recv=incoming, src=rank + p)
+        tensor += incoming
+    mask = 1
+    while mask < p:
+        partner = rank ^ mask
+        exchange(stats, send=tensor, dst=partner, recv=incoming, src=partner)
+        tensor += incoming
+        mask *= 2
+    if rank + p < n:
+        exchange(stats, send=tensor, dst=rank + p)
     return stats
+    # END SOLUTION

@@ -22,6 +22,7 @@ segment counts as one message.
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 
 from labkit.collectives.chunking import chunk_bounds
 from labkit.collectives.p2p import check_tensor, exchange, exchange_pipelined, flat_view, group_info
@@ -43,6 +44,7 @@ def _check_bounds(buf: torch.Tensor, bounds, world_size: int, where: str) -> lis
     return bounds
 
 
+# BEGIN SOLUTION (production: large chunks travel in segments that are added as they arrive)
 def ring_reduce_scatter_chunks(buf: torch.Tensor, bounds) -> CommStats:
     """In-place ring reduce-scatter (sum) of a 1-D contiguous buffer cut at ``bounds``.
 
@@ -70,6 +72,41 @@ def ring_reduce_scatter_chunks(buf: torch.Tensor, bounds) -> CommStats:
             exchange_pipelined(stats, send, right, tmp[:size], left, segment,
                                lambda a, z: target[a:z].add_(tmp[a:z]))
     return stats
+# END SOLUTION
+
+
+def _ring_reduce_scatter_chunks(buf, bounds):
+    """Ring reduce-scatter (sum), in place, of a 1-D contiguous tensor cut into uneven chunks.
+
+    buf: 1-D contiguous tensor (float32/float64/bfloat16), same length on all ranks.
+    bounds: list of world_size + 1 ints; chunk i is ``buf[bounds[i]:bounds[i+1]]``
+    (chunks may have different sizes, some may be empty).
+    Schedule: N-1 steps; at step s (0-based) rank r sends chunk (r - s - 1) % N to
+    rank (r + 1) % N and receives chunk (r - s - 2) % N from rank (r - 1) % N, adding
+    it into its own copy of that chunk.
+    After the call: chunk r of rank r's buf equals the sum over all ranks of chunk r;
+    other chunks hold partial sums (unspecified).
+    Returns CommStats: rank r sends every chunk except chunk r exactly once.
+    """
+    # BEGIN SOLUTION
+    # HINT: N-1 rounds of `exchange` with both ring neighbours at once; receive into a spare buffer
+    # HINT: (torch.empty), then add it into your copy of that chunk.
+    rank, n = dist.get_rank(), dist.get_world_size()
+    stats = CommStats()
+    if n == 1:
+        return stats
+    right, left = (rank + 1) % n, (rank - 1) % n
+    biggest = max(bounds[i + 1] - bounds[i] for i in range(n))
+    incoming = torch.empty(biggest, dtype=buf.dtype, device=buf.device)
+    for s in range(n - 1):
+        send_c = (rank - s - 1) % n
+        recv_c = (rank - s - 2) % n
+        recv_len = bounds[recv_c + 1] - bounds[recv_c]
+        exchange(stats, send=buf[bounds[send_c]:bounds[send_c + 1]], dst=right,
+                 recv=incoming[:recv_len], src=left)
+        buf[bounds[recv_c]:bounds[recv_c + 1]] += incoming[:recv_len]
+    return stats
+    # END SOLUTION
 
 
 def ring_all_gather_chunks(buf: torch.Tensor, bounds) -> CommStats:
@@ -78,18 +115,37 @@ def ring_all_gather_chunks(buf: torch.Tensor, bounds) -> CommStats:
     Before: rank r's chunk r (``buf[bounds[r]:bounds[r+1]]``) is valid. After:
     every chunk i on every rank equals rank i's chunk i. N-1 steps.
     """
-    rank, n = group_info("ring_all_gather_chunks")
+    _, n = group_info("ring_all_gather_chunks")
     check_tensor(buf, "ring_all_gather_chunks", "buf")
-    b = _check_bounds(buf, bounds, n, "ring_all_gather_chunks")
+    return _ring_all_gather_chunks(buf, _check_bounds(buf, bounds, n, "ring_all_gather_chunks"))
+
+
+def _ring_all_gather_chunks(buf, bounds):
+    """Ring all-gather, in place, of a 1-D contiguous tensor cut into uneven chunks.
+
+    buf, bounds: as in ring_reduce_scatter_chunks. Before the call only chunk r of
+    rank r's buf is meaningful. Schedule: N-1 steps; at step s rank r sends chunk
+    (r - s) % N to rank (r + 1) % N and receives chunk (r - s - 1) % N from rank
+    (r - 1) % N, storing it (no addition).
+    After the call: chunk i of every rank's buf equals chunk i of rank i's buf.
+    Returns CommStats: rank r sends every chunk except chunk (r + 1) % N exactly once.
+    """
+    # BEGIN SOLUTION
+    # HINT: the same ring as reduce-scatter, one chunk later, and `exchange` can receive straight
+    # HINT: into the slice of buf where the chunk belongs.
+    rank, n = dist.get_rank(), dist.get_world_size()
     stats = CommStats()
     right, left = (rank + 1) % n, (rank - 1) % n
     for s in range(n - 1):
-        c_send, c_recv = (rank - s) % n, (rank - s - 1) % n
-        exchange(stats, send=buf[b[c_send]:b[c_send + 1]], dst=right,
-                 recv=buf[b[c_recv]:b[c_recv + 1]], src=left)
+        send_c = (rank - s) % n
+        recv_c = (rank - s - 1) % n
+        exchange(stats, send=buf[bounds[send_c]:bounds[send_c + 1]], dst=right,
+                 recv=buf[bounds[recv_c]:bounds[recv_c + 1]], src=left)
     return stats
+    # END SOLUTION
 
 
+# BEGIN SOLUTION (labkit's checked all-reduce of any tensor, shown in Lab 05 after the exercise)
 def ring_all_reduce(tensor: torch.Tensor) -> CommStats:
     """Sum ``tensor`` over all ranks, in place, with a ring (reduce-scatter then all-gather).
 
@@ -105,6 +161,31 @@ def ring_all_reduce(tensor: torch.Tensor) -> CommStats:
         stats = ring_reduce_scatter_chunks(flat, bounds)
         stats = stats + ring_all_gather_chunks(flat, bounds)
     return stats
+# END SOLUTION
+
+
+def _ring_all_reduce(tensor):
+    """Sum ``tensor`` over all ranks, in place: ring reduce-scatter, then ring all-gather.
+
+    tensor: any shape, any number of elements L (need not divide by world_size),
+    float32/float64/bfloat16.
+    Cut the flattened tensor with ``labkit.collectives.chunk_bounds(L, world_size)``
+    (the first L mod N chunks get one extra element), then call your
+    ring_reduce_scatter_chunks and ring_all_gather_chunks. Chunks travel unpadded.
+    Returns the two CommStats added together: 2(N-1) steps, and rank r sends
+    2S - c_r - c_{(r+1)%N} bytes (c_i = bytes of chunk i, S = tensor bytes).
+    """
+    # BEGIN SOLUTION
+    # HINT: a flat view of the tensor (a contiguous copy if need be, copied back at the end), cut
+    # HINT: with chunk_bounds; your two ring functions; CommStats objects add with +.
+    n = dist.get_world_size()
+    flat = tensor.view(-1) if tensor.is_contiguous() else tensor.reshape(-1).clone()
+    bounds = chunk_bounds(flat.numel(), n)
+    stats = ring_reduce_scatter_chunks(flat, bounds) + ring_all_gather_chunks(flat, bounds)
+    if not tensor.is_contiguous():
+        tensor.copy_(flat.view(tensor.shape))
+    return stats
+    # END SOLUTION
 
 
 def _check_whole_and_part(op: str, n: int, whole, part) -> int:
@@ -121,6 +202,7 @@ def _check_whole_and_part(op: str, n: int, whole, part) -> int:
     return m
 
 
+# BEGIN SOLUTION (the reduce-scatter schedule again, with torch's equal chunks)
 def ring_reduce_scatter(output: torch.Tensor, input: torch.Tensor) -> CommStats:
     """Ring reduce-scatter (sum) with `dist.reduce_scatter_tensor`'s shapes.
 
@@ -147,6 +229,7 @@ def ring_reduce_scatter(output: torch.Tensor, input: torch.Tensor) -> CommStats:
             torch.add(tmp, src[c_recv * m:(c_recv + 1) * m], out=acc)
         out.copy_(acc)
     return stats
+# END SOLUTION
 
 
 def ring_all_gather(output: torch.Tensor, input: torch.Tensor) -> CommStats:

@@ -14,6 +14,7 @@ children(0) = K messages of S bytes. See labkit.collectives.formulas.
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 
 from labkit.collectives.p2p import check_rank, check_tensor, exchange, flat_view, group_info
 from labkit.collectives.stats import CommStats
@@ -30,19 +31,37 @@ def tree_broadcast(tensor: torch.Tensor, src: int) -> CommStats:
     ceil(log2 N) rounds; each rank receives S bytes once (except src) and
     sends S bytes to each of its children.
     """
-    rank, n = group_info("tree_broadcast")
+    _, n = group_info("tree_broadcast")
     check_tensor(tensor, "tree_broadcast")
     check_rank(src, n, "tree_broadcast", "src")
+    with flat_view(tensor) as flat:
+        return _tree_broadcast(flat, src)
+
+
+def _tree_broadcast(tensor, src):
+    """Copy rank ``src``'s ``tensor`` into ``tensor`` on every rank, in place, with a binomial tree.
+
+    With relative rank v = (rank - src) % N and rounds k = 0, 1, ..., ceil(log2 N) - 1:
+    in round k every v < 2^k with v + 2^k < N sends the whole tensor to relative rank
+    v + 2^k (real rank (v + 2^k + src) % N), which receives it.
+    tensor: contiguous, any shape. Returns CommStats: every rank except src receives
+    S bytes once; src sends ceil(log2 N) messages.
+    """
+    # BEGIN SOLUTION
+    # HINT: relative ranks make src rank 0; the set of ranks holding the data doubles each round,
+    # HINT: each holder sending to the rank 2^k further on; one `exchange` call per send or receive.
+    rank, n = dist.get_rank(), dist.get_world_size()
     stats = CommStats()
     v = (rank - src) % n
-    with flat_view(tensor) as flat:
-        for k in range(n_rounds(n)):
-            step = 1 << k
-            if v < step and v + step < n:
-                exchange(stats, send=flat, dst=(v + step + src) % n)
-            elif step <= v < 2 * step:
-                exchange(stats, recv=flat, src=(v - step + src) % n)
+    step = 1
+    while step < n:
+        if v < step and v + step < n:
+            exchange(stats, send=tensor, dst=(v + step + src) % n)
+        elif step <= v < 2 * step:
+            exchange(stats, recv=tensor, src=(v - step + src) % n)
+        step *= 2
     return stats
+    # END SOLUTION
 
 
 def tree_reduce(tensor: torch.Tensor, dst: int) -> CommStats:

@@ -83,6 +83,7 @@ def _vjp_sum(node, g, graph):
 
 #: op -> rule(node, upstream gradient node, graph) -> [gradient node (or None = zero) per input].
 #: Each rule builds nodes in ``graph``; a returned gradient has the shape of its input.
+# BEGIN SOLUTION (labkit's backward rules: they answer vjp)
 VJP_RULES = {
     "add": _vjp_add,
     "sub": _vjp_sub,
@@ -102,6 +103,7 @@ VJP_RULES = {
     "expand": lambda node, g, graph: [graph.sum(g, node.attrs["axis"])],
     "broadcast": lambda node, g, graph: [graph.sum(g)],
 }
+# END SOLUTION
 
 
 def _fresh_name(graph: Graph, base: str) -> str:
@@ -250,6 +252,7 @@ def _check_vjp_shapes(op: str, shapes: list, out: tuple) -> None:
                          f"but output has shape {out}")
 
 
+# BEGIN SOLUTION (labkit's eager vjp, more ops, checked: it answers vjp)
 def vjp(op: str, inputs, output, grad_output, attrs: dict | None = None) -> list:
     """Gradients with respect to each input of one op, given the gradient of its output.
 
@@ -293,6 +296,9 @@ def vjp(op: str, inputs, output, grad_output, attrs: dict | None = None) -> list
 
 
 # ---- forward mode: dual numbers ----------------------------------------------------------------
+# END SOLUTION
+
+
 class Dual:
     """A value with its tangent (directional derivative), both float64 tensors of one shape.
 
@@ -526,3 +532,52 @@ def jacobian_race(shapes=((1, 100), (100, 1)), hidden: int = 16, repeats: int = 
     return Table(["n", "m", "fwd passes", "rev passes", "fwd ms", "rev ms", "faster", "max |diff|"],
                  rows, formats={"fwd ms": ".2f", "rev ms": ".2f", "max |diff|": ".1e"},
                  title="Jacobian of f: R^n -> R^m, forward vs reverse mode")
+
+
+def _vjp(op, inputs, output, grad_output, attrs=None):
+    """Gradients of a scalar loss L with respect to each input of one op, given ∂L/∂output.
+
+    Derive each rule yourself: only the forward definitions are given. With a, b the inputs and
+    out the output (elementwise ops act on each element; their operands have equal shapes):
+
+    - "mul": out = a·b            - "div": out = a / b          - "tanh": out = tanh(a)
+    - "exp": out = eᵃ             - "log": out = ln a (a > 0)    - "relu": out = max(a, 0)
+    - "matmul": out = a @ b, a of shape (m, k), b of shape (k, n), out (m, n)
+    - "sum": attrs {"axis": None}: out = the sum of all of a's elements (shape ());
+      attrs {"axis": k}: out = a summed over axis k (that axis removed; k may be negative).
+
+    inputs: list of tensors, the op's operands (two for mul, div, matmul; one otherwise).
+    output: the op's result on them (use it where it saves work). grad_output: ∂L/∂output, a
+    tensor of output's shape. attrs: as above for "sum"; None or ignored for the other ops.
+    Returns a list with one tensor per input, ∂L/∂input = Σ over output elements of
+    ∂L/∂out · ∂out/∂input, each of that input's shape. relu's derivative at exactly 0 is 0.
+    """
+    # BEGIN SOLUTION
+    # HINT: the chain rule, op by op: an elementwise op multiplies ∂L/∂out by its local derivative
+    # HINT: (work it out on paper; some are cheapest written with out); for matmul, write one output
+    # HINT: element as a sum and ask which a and b elements it touches (match the shapes with .T);
+    # HINT: each summed element receives the gradient of the output it fed (unsqueeze, expand).
+    a = inputs[0]
+    g = grad_output
+    if op == "mul":
+        return [g * inputs[1], g * a]
+    if op == "div":
+        b = inputs[1]
+        return [g / b, -g * a / (b * b)]
+    if op == "matmul":
+        return [g @ inputs[1].t(), a.t() @ g]
+    if op == "tanh":
+        return [g * (1 - output * output)]
+    if op == "exp":
+        return [g * output]
+    if op == "log":
+        return [g / a]
+    if op == "relu":
+        return [g * (a > 0).to(g.dtype)]
+    if op == "sum":
+        axis = (attrs or {}).get("axis")
+        if axis is None:
+            return [g.expand_as(a).clone()]
+        return [g.unsqueeze(axis).expand_as(a).clone()]
+    raise ValueError(f"vjp: unknown op {op!r}")
+    # END SOLUTION

@@ -43,7 +43,8 @@ from labkit.table import Table
 __all__ = ["Expr", "const", "var", "add", "sub", "mul", "div", "neg", "sin", "cos", "exp", "log",
            "diff", "evaluate", "tree_size", "dag_size", "to_graph", "example_expr", "nested_product",
            "swell_table", "forward_difference", "central_difference", "FDSweep", "fd_sweep",
-           "optimal_steps", "exact_derivative", "compare_methods", "EPS"]
+           "optimal_steps", "exact_derivative", "compare_methods", "EPS", "FD_STEP", "FD_TOL",
+           "fd_check_vjp"]
 
 EPS = float(torch.finfo(torch.float64).eps)       # 2**-52: float64's relative spacing at 1
 UNARY = ("neg", "sin", "cos", "exp", "log")
@@ -508,3 +509,76 @@ def compare_methods(e: Expr | None = None, x: float = 0.7) -> Table:
     return Table(["method", "f'(x)", "abs error", "cost"], rows,
                  formats={"f'(x)": ".15f", "abs error": ".1e"},
                  title=f"d/dx {e} at x = {x:g} (exact {exact:.15f})")
+
+
+# ---- checking backward rules by finite differences -----------------------------------------------
+#: central-difference step for `fd_check_vjp`: near ε^(1/3) ≈ 6e-6, where truncation (≈ h²·|f'''|/6)
+#: and rounding (≈ ε·|f|/h) balance, both ≈ 1e-10 for the O(1) values used
+FD_STEP = 1e-5
+#: relative tolerance of `fd_check_vjp`: three orders above the difference's own error (1.2e-9 at most
+#: on its cases, div's b), far below the O(1) error of a wrong rule (a lost factor, sign or transpose)
+FD_TOL = 1e-6
+
+_FD_FORWARD = {
+    "mul": lambda a, b: a * b, "div": lambda a, b: a / b, "matmul": lambda a, b: a @ b,
+    "tanh": torch.tanh, "exp": torch.exp, "log": torch.log, "relu": torch.relu,
+}
+
+
+def _fd_cases(seed: int) -> list:
+    """(op, inputs, attrs, forward) on float64 inputs drawn from ``seed``: away from relu's kink
+    (|a| >= 0.1) and log's and div's poles (>= 0.5)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def r(*shape):
+        x = torch.randn(shape, generator=g, dtype=torch.float64)
+        return torch.where(x.abs() < 0.1, x.sign() * 0.1 + x, x)      # keep clear of 0
+
+    a, b, pos = r(3, 4), r(3, 4), r(3, 4).abs() + 0.5
+    cases = [(op, ins, None, _FD_FORWARD[op]) for op, ins in
+             (("mul", [a, b]), ("div", [a, pos]), ("tanh", [a]), ("exp", [a]), ("log", [pos]), ("relu", [a]),
+              ("matmul", [r(3, 5), r(5, 2)]))]
+    for axis in (None, 0, -1):
+        cases.append(("sum", [a], {"axis": axis}, (lambda x, k=axis: x.sum() if k is None else x.sum(k))))
+    return cases
+
+
+def fd_check_vjp(vjp_fn, seed: int = 0, h: float = FD_STEP, tol: float = FD_TOL) -> Table:
+    """Check backward rules ``vjp_fn(op, inputs, output, grad_output, attrs)`` (the Lab 13
+    exercise's contract) against central differences, in float64, one input at a time.
+
+    For random ḡ (the upstream gradient) and a random direction v of input i, the scalar
+    φ(s) = ⟨ḡ, f(..., xᵢ + s·v, ...)⟩ has φ'(0) = ⟨∂L/∂xᵢ, v⟩ when the rule is right. The table
+    gives both sides, (φ(h) − φ(−h)) / 2h and ⟨rule's gradient, v⟩, their relative difference
+    |Δ| / max(1, |φ'(0)|), and "yes" when it is below ``tol`` (see `FD_TOL`). A rule that raises
+    or returns the wrong number or shapes of gradients gets "NO" with the reason."""
+    h = check_real("fd_check_vjp", "h", h, positive=True)
+    g = torch.Generator().manual_seed(seed + 1)
+    rows = []
+    for op, ins, attrs, f in _fd_cases(seed):
+        out = f(*ins)
+        gbar = torch.randn(out.shape, generator=g, dtype=torch.float64)
+        name = op if attrs is None else f"sum axis={attrs['axis']}"
+        try:
+            grads = vjp_fn(op, [x.clone() for x in ins], out.clone(), gbar.clone(), attrs)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the learner's rule may raise anything: one row says what
+            rows.append((name, "-", "-", "-", "-", f"NO: {type(e).__name__}"))
+            continue
+        for i, x in enumerate(ins):
+            v = torch.randn(x.shape, generator=g, dtype=torch.float64)
+
+            def phi(s, i=i, v=v):
+                moved = [y + s * v if j == i else y for j, y in enumerate(ins)]
+                return float((gbar * f(*moved)).sum())
+
+            fd = (phi(h) - phi(-h)) / (2 * h)
+            if len(grads) != len(ins) or tuple(grads[i].shape) != tuple(x.shape):
+                rows.append((name, i, f"{fd:.9f}", "-", "-", "NO: wrong number or shape of gradients"))
+                continue
+            rule = float((grads[i].double() * v).sum())
+            rel = abs(rule - fd) / max(1.0, abs(fd))
+            rows.append((name, i, f"{fd:.9f}", f"{rule:.9f}", f"{rel:.1e}", "yes" if rel < tol else "NO"))
+    return Table(["op", "input", "finite difference", "your rule", "relative |Δ|", f"< {tol:g}"], rows,
+                 title=f"your vjp against central differences (float64, h = {h:g})")

@@ -50,7 +50,8 @@ import torch
 from labkit.checks import check_int
 
 __all__ = ["Recorder", "Captured", "captured_graphs", "guards_of", "GuardsUnavailable",
-           "BreakReport", "graph_breaks", "breaking_fn", "fixed_fn", "fixed_fn_cond",
+           "BreakReport", "graph_breaks", "breaking_fn", "fixed_fn", "fixed_fn_cond", "clip_by_norm",
+           "clip_without_breaks",
            "cpp_compiler", "inductor_code", "kernel_names", "elementwise_chain",
            "CompileStats", "count_compiles", "next_pow2", "pad_to_bucket", "bucketed_call",
            "masked_rowwise", "PolicyResult", "bucketing_experiment", "bucket_bound", "POLICIES"]
@@ -200,6 +201,36 @@ def fixed_fn_cond(x: torch.Tensor) -> torch.Tensor:
     picks one at run time (only the chosen side runs)."""
     x = torch.cond(x.sum() > 0, lambda t: t + 1, lambda t: t.clone(), (x,))
     return x * x.abs().max()
+
+
+def clip_by_norm(x: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """Scale x down to Euclidean norm ``max_norm`` when its norm is larger (gradient clipping's
+    rule), log the norm, and centre the result: ``x·min(1, max_norm/‖x‖) − mean``. Written as
+    eager code is written: Dynamo breaks its graph at ``.item()``, and the print and the branch on
+    the float then run as Python, outside any graph (the Lab 13 Dynamo exercise)."""
+    norm = x.norm().item()                    # a Python float leaves the graph
+    print(f"clip_by_norm: norm {norm:.3f}")   # a side effect Dynamo does not trace
+    if norm > max_norm:                       # a Python branch on a value computed from data
+        x = x * (max_norm / norm)
+    return x - x.mean()
+
+
+def clip_without_breaks(x: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """``labkit.compiler.inside_compile.clip_by_norm`` rewritten so that ``torch._dynamo.explain``
+    finds one graph and no break in it.
+
+    x: a float tensor of any shape; max_norm: a Python float > 0. Returns y − mean(y), where
+    y = x·max_norm/‖x‖ when x's Euclidean norm ‖x‖ exceeds max_norm and y = x otherwise (an
+    all-zero x included), with x's shape and dtype: what clip_by_norm returns, to float rounding
+    (the grader allows 1e-5 relative, 1e-6 absolute), without printing.
+    """
+    # BEGIN SOLUTION
+    # HINT: keep every value a tensor (no .item(), no Python number from data), compute both sides
+    # HINT: and select with torch.where (or torch.cond), and leave the logging out of the function.
+    norm = x.norm()
+    x = torch.where(norm > max_norm, x * (max_norm / norm), x)
+    return x - x.mean()
+    # END SOLUTION
 
 
 @dataclass

@@ -19,7 +19,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from labkit.compiler import autotune, fx_cases, fx_passes, inside_compile, ir, rewrite_search
+from labkit.compiler import autotune, differentiation, fx_cases, fx_passes, inside_compile, ir, rewrite_search
 from labkit.compiler.autodiff import grad, vjp
 from labkit.compiler.fx_measure import count_launches, count_nodes, max_abs_diff, measure_pass
 from labkit.gpu_model.coalescing import strided_addresses, transactions
@@ -258,25 +258,31 @@ def loads_and_stores(code: str) -> tuple[int, int]:
 # ------------------------------------------------------------------------------------ pictures
 
 def vjp_picture(fn) -> Table:
+    """The learner's rules against central differences (`differentiation.fd_check_vjp`), not
+    against ours: a derived rule is checked by the definition of a derivative."""
+    return differentiation.fd_check_vjp(fn)
+
+
+def clip_picture(fn) -> Table:
+    """The learner's `clip_without_breaks` under ``torch._dynamo.explain`` next to `clip_by_norm`:
+    graphs, breaks (the first reason) and the largest difference of the outputs, per input."""
+    import contextlib
+    import io
+
     g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(2, 3, generator=g, dtype=torch.float64), torch.rand(2, 3, generator=g, dtype=torch.float64) + 1
-    m = torch.randn(3, 4, generator=g, dtype=torch.float64)
-    cases = [("mul", [a, b], a * b, None), ("div", [a, b], a / b, None), ("tanh", [a], a.tanh(), None),
-             ("exp", [a], a.exp(), None), ("log", [b], b.log(), None), ("relu", [a], a.relu(), None),
-             ("matmul", [a, m], a @ m, None), ("sum", [a], a.sum(1), {"axis": 1})]
     rows = []
-    for op, ins, out, attrs in cases:
-        grad_out = torch.ones_like(out)
-        want = vjp(op, ins, out, grad_out, attrs)
-        try:
-            got = fn(op, ins, out, grad_out, attrs)
-            diff = max(float((x - y).abs().max()) for x, y in zip(got, want))
-            rows.append((op, f"{diff:.1e}", "yes" if diff < 1e-12 else "NO"))
-        except NotImplementedError:
-            raise
-        except Exception as e:  # noqa: BLE001 - one op's error shown in its row
-            rows.append((op, f"{type(e).__name__}", "NO"))
-    return Table(["op", "max |yours − ours|", "right"], rows, title="your vjp rules, on one input each")
+    for x, m in ((torch.randn(16, generator=g) * 3, 1.0), (torch.randn(4, 5, generator=g) * 0.05, 1.0),
+                 (torch.zeros(5), 1.0)):
+        with contextlib.redirect_stdout(io.StringIO()):
+            want = inside_compile.clip_by_norm(x.clone(), m)
+        got = fn(x.clone(), m)
+        r = inside_compile.graph_breaks(fn, x.clone(), m)
+        diff = float((got - want).abs().max())
+        why = r.reasons[0][0][:34] if r.reasons else "-"
+        ok = (r.graphs, r.breaks) == (1, 0) and diff <= 1e-6 + 1e-5 * float(want.abs().max())
+        rows.append((f"‖x‖ = {float(x.norm()):.3g}", r.graphs, r.breaks, why, f"{diff:.1e}", "yes" if ok else "NO"))
+    return Table(["input (max_norm 1)", "graphs", "breaks", "first break", "max |yours − clip_by_norm|", "right"],
+                 rows, title="your clip_without_breaks under torch._dynamo.explain")
 
 
 def pass_picture(name: str):
@@ -304,7 +310,7 @@ def transactions_picture(fn) -> Table:
 
 def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab13_compilers.py."""
-    draw = {"vjp": vjp_picture, "transactions": transactions_picture,
+    draw = {"vjp": vjp_picture, "transactions": transactions_picture, "clip_without_breaks": clip_picture,
             "dead_code_elimination": pass_picture("dead_code_elimination"),
             "constant_folding": pass_picture("constant_folding"),
             "common_subexpression_elimination": pass_picture("common_subexpression_elimination")}[exercise]

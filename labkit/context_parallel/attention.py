@@ -74,17 +74,29 @@ def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     return attention(q, k, v, pos, pos, causal)
 
 
-def softmax_step(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, scores: torch.Tensor,   # noqa: E741
-                 v: torch.Tensor):
-    """One block of the online softmax (module docstring): the state (m (…, Sq), l (…, Sq),
-    acc (…, Sq, D)) after also seeing ``scores`` (…, Sq, Sk) with values ``v`` (…, Sk, D).
-    Returns the new (m, l, acc); −∞ scores count for nothing, and rows that have seen only −∞
-    keep m = −∞, l = 0, acc = 0."""
+def softmax_step(m, l, acc, scores, v):  # noqa: E741
+    """Fold one block of keys into a running softmax-attention state; return the new (m, l, acc).
+
+    The state of each query row, after the blocks seen so far: ``m`` (..., Sq) the largest score,
+    ``l`` (..., Sq) the sum of exp(score - m), ``acc`` (..., Sq, D) the sum of exp(score - m) * v.
+    A fresh state is m = -inf, l = 0, acc = 0. The new block: ``scores`` (..., Sq, Sk) and its
+    values ``v`` (..., Sk, D). After the last block the attention output is acc / l.
+
+    Rescale the old sums when the maximum grows (by exp(m_old - m_new)), so that no exp() ever
+    sees a positive argument. A score of -inf (a masked key) counts for nothing; a row whose
+    scores are all -inf so far must keep m = -inf, l = 0, acc = 0 (no NaN: beware -inf - -inf).
+    Do not modify the arguments in place.
+    """
+    # BEGIN SOLUTION
+    # HINT: keep a running row maximum m: rescale the old l and acc by exp(m_old - m_new) and add
+    # HINT: this block's exp(scores - m_new) (its sum to l, its product with v to acc); torch.where keeps
+    # HINT: rows that have seen only -inf at zero.
     m_new = torch.maximum(m, scores.amax(dim=-1))
     base = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)   # no −∞ − (−∞)
     alpha = torch.exp(m - base)                                                  # rescale the old terms
     p = torch.exp(scores - base[..., None])
     return m_new, l * alpha + p.sum(dim=-1), acc * alpha[..., None] + p @ v
+    # END SOLUTION
 
 
 def tile_kind(q_span: Span, k_span: Span, causal: bool) -> str:

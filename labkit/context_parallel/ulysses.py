@@ -32,6 +32,7 @@ from labkit.context_parallel.attention import attention, check_qkv
 from labkit.context_parallel.layout import check_layout, positions, spans
 
 
+# BEGIN SOLUTION (labkit's exchange, shown in Lab 14: it answers all_to_all_4d)
 def all_to_all_4d(x: torch.Tensor, scatter_dim: int, gather_dim: int, group=None,
                   phase: str = "forward", stats: dict | None = None) -> torch.Tensor:
     """Cut ``x`` into N equal pieces along ``scatter_dim``; send piece j to rank j; return the
@@ -51,6 +52,7 @@ def all_to_all_4d(x: torch.Tensor, scatter_dim: int, gather_dim: int, group=None
         sent = (world - 1) * recv[0].numel() * recv.element_size()
         stats["bytes_sent"] = stats.get("bytes_sent", 0) + sent
     return torch.cat(recv.unbind(0), dim=gather_dim)
+# END SOLUTION
 
 
 class _AllToAll(torch.autograd.Function):
@@ -66,6 +68,7 @@ class _AllToAll(torch.autograd.Function):
             None, None, None, None
 
 
+# BEGIN SOLUTION (lab14_long_context)
 def ulysses_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
                       group=None, layout: str = "contiguous", stats: dict | None = None):
     """This rank's rows of softmax attention over the whole sequence, by DeepSpeed-Ulysses.
@@ -89,3 +92,28 @@ def ulysses_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, caus
     pos = torch.cat([positions(r, world, seq, layout) for r in range(world)]).to(q.device)
     out = attention(qh, kh, vh, pos, pos, bool(causal))                   # (B, H/N, S, D)
     return _AllToAll.apply(out, 2, 1, group, stats)                       # (B, H, S/N, D)
+# END SOLUTION
+
+
+def _all_to_all_4d(x, scatter_dim, gather_dim, group=None):
+    """DeepSpeed-Ulysses' re-sharding: cut x into N equal pieces along ``scatter_dim``, send piece j
+    to rank j, and return the N pieces received (from ranks 0, 1, ..., N-1, in that order) joined
+    along ``gather_dim``.
+
+    x: a tensor of the same shape on every rank of ``group`` (None: all ranks); its size along
+    scatter_dim is divisible by N. With (B, H, S/N, D) inputs, scatter_dim=1 and gather_dim=2
+    turn "all heads of my S/N positions" into "H/N heads of all S positions"; (2, 1) turns it
+    back. Use one ``dist.all_to_all_single`` (or ``dist.all_to_all``) call; on one rank return x.
+    """
+    # BEGIN SOLUTION
+    # HINT: cut the scatter dimension into world pieces (Tensor.chunk), stack them on a new leading
+    # HINT: dimension, exchange them with dist.all_to_all_single, then torch.cat what arrives along the
+    # HINT: gather dimension.
+    world = dist.get_world_size(group)
+    if world == 1:
+        return x
+    send = torch.stack(x.chunk(world, dim=scatter_dim)).contiguous()
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send, group=group)
+    return torch.cat(recv.unbind(0), dim=gather_dim)
+    # END SOLUTION

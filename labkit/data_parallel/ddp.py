@@ -23,6 +23,9 @@ backward goes on; ``comm="ring"`` uses Lab 05's ring all-reduce built from isend
 inside the hook and blocks backward while it does (no overlap), which the timeline makes visible.
 ``overlap=False`` is the naive baseline: the hooks only note which gradients are ready and every
 reduction starts in ``finish_gradient_synchronization``, after backward has ended.
+
+Lab 06's exercises are the same idea as plain functions returning ``finish``:
+``data_parallel_hooks`` (one all-reduce per parameter) and ``bucketed_ddp_hooks`` (one per bucket).
 """
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ class CommEvent:
     end: float = 0.0
 
 
+# BEGIN SOLUTION (labkit's bucketed DDP: it answers data_parallel_hooks and bucketed_ddp_hooks too)
 class DDP(nn.Module):
     """Data-parallel wrapper; see the module docstring. Needs an initialised process group."""
 
@@ -175,3 +179,101 @@ class DDP(nn.Module):
         """Each bucket's parameter names (in the order the bucket was filled)."""
         names = {id(p): n for n, p in self.module.named_parameters()}
         return [[names[id(self.params[i])] for i in members] for members in self.buckets]
+# END SOLUTION
+
+
+def data_parallel_hooks(module):
+    """Make ``module`` data-parallel on the current process group; return ``finish``.
+
+    module: a torch.nn.Module whose replicas may start different on each rank.
+    1. Copy rank 0's parameters and buffers to every rank (dist.broadcast, in place).
+    2. While backward runs, as soon as a parameter's gradient has been accumulated, start ONE
+       asynchronous all-reduce of that gradient, in place, so that after it every rank holds the
+       mean of the ranks' gradients. Each parameter that requires grad is reduced exactly once
+       per backward, also when two modules share it (a tied embedding and output layer);
+       parameters with requires_grad=False are never reduced.
+    3. Return ``finish()``: it waits for every all-reduce started since the last call (so every
+       rank then holds the mean gradient of the whole batch in ``.grad``) and forgets them.
+    Use: loss.backward(); finish(); optimizer.step(). The grader counts one all-reduce per
+    trainable parameter, each with async_op=True and started during backward.
+    """
+    # BEGIN SOLUTION
+    # HINT: overlap: a gradient is final once backward has accumulated it, so its reduction can start
+    # HINT: then and run in the background while backward goes on. APIs: dist.broadcast,
+    # HINT: Tensor.register_post_accumulate_grad_hook, dist.all_reduce(async_op=True) and Work.wait().
+    for t in [*module.parameters(), *module.buffers()]:
+        dist.broadcast(t.data, src=0)
+    world = dist.get_world_size()
+    pending = []
+
+    def hook(p):
+        p.grad.div_(world)
+        pending.append(dist.all_reduce(p.grad, async_op=True))
+
+    for p in module.parameters():                 # each shared parameter appears once here
+        if p.requires_grad:
+            p.register_post_accumulate_grad_hook(hook)
+
+    def finish():
+        for work in pending:
+            work.wait()
+        pending.clear()
+
+    return finish
+    # END SOLUTION
+
+
+def bucketed_ddp_hooks(module, buckets):
+    """Make ``module`` data-parallel with gradient buckets reduced while backward runs; return ``finish``.
+
+    module: a torch.nn.Module whose replicas may start different on each rank.
+    buckets: a list of buckets, each a list of indices into
+    ``params = [p for p in module.parameters() if p.requires_grad]``; every index is in exactly
+    one bucket (``bucket_indices`` gives such a list for params' sizes and dtypes, one dtype per
+    bucket).
+    1. Copy rank 0's parameters and buffers to every rank (dist.broadcast, in place).
+    2. During backward, as soon as the LAST gradient of a bucket has been accumulated (in the hook
+       of that gradient, not later), start ONE asynchronous all-reduce (async_op=True) of a flat
+       tensor holding all of the bucket's gradients, so that it yields the mean over the ranks.
+    3. Return ``finish()``: it waits for every bucket's all-reduce started since the last call,
+       puts each parameter's mean gradient (of the whole batch) into its ``.grad``, and readies
+       everything for the next backward.
+    Use: loss.backward(); finish(); optimizer.step(). The grader checks one all-reduce per bucket
+    carrying exactly the bucket's bytes, each started in the hook of its bucket's last gradient,
+    and the trained parameters against one process on the whole batch.
+    """
+    # BEGIN SOLUTION
+    # HINT: a bucket is ready when its last gradient is, whatever order backward takes: count what
+    # HINT: each bucket still waits for. One flat message per bucket (torch.cat); finish() must undo
+    # HINT: the flattening (slices of the flat mean, Tensor.copy_) and reset the counts.
+    for t in [*module.parameters(), *module.buffers()]:
+        dist.broadcast(t.data, src=0)
+    world = dist.get_world_size()
+    params = [p for p in module.parameters() if p.requires_grad]
+    bucket_of = {id(params[i]): b for b, members in enumerate(buckets) for i in members}
+    waiting = [len(members) for members in buckets]   # gradients each bucket still waits for
+    pending = []                                      # (bucket, flat tensor, work handle)
+
+    def hook(p):
+        b = bucket_of[id(p)]
+        waiting[b] -= 1
+        if waiting[b] == 0:
+            flat = torch.cat([params[i].grad.reshape(-1) for i in buckets[b]]).div_(world)
+            pending.append((b, flat, dist.all_reduce(flat, async_op=True)))
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(hook)
+
+    def finish():
+        for b, flat, work in pending:
+            work.wait()
+            offset = 0
+            for i in buckets[b]:
+                grad = params[i].grad
+                grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
+                offset += grad.numel()
+        pending.clear()
+        waiting[:] = [len(members) for members in buckets]
+
+    return finish
+    # END SOLUTION

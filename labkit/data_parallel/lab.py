@@ -14,10 +14,13 @@
     compression_table(cfg, ...)        dense vs top-k / 1-bit (with error feedback): bytes and loss
     local_sgd_table(cfg, ...)          FedAvg: average every H steps; bytes and loss
     picture(exercise)                  a learner's function drawn the way the lab draws ours
+                                       (bucketed_ddp_hooks: also timed against per-parameter and naive)
 
 Tables are `labkit.table.Table`s (aligned, lines <= 100 characters).
 """
 from __future__ import annotations
+
+import statistics
 
 import torch
 
@@ -27,9 +30,9 @@ from labkit.data_parallel.ddp import DDP
 from labkit.data_parallel.overlap import naive_step_time, overlap_step_time
 from labkit.data_parallel.param_server import PSConfig, run_many, server_bytes_per_step
 from labkit.data_parallel.ssp import ssp_makespan, ssp_start_times
-from labkit.data_parallel.step_timing import Measured, time_ddp_steps
+from labkit.data_parallel.step_timing import Measured, interleaved_steps, time_ddp_steps
 from labkit.dist import device, launch
-from labkit.model import DATA_PARALLEL_GPT, GPT, GPTConfig, batch
+from labkit.model import DATA_PARALLEL_GPT, GPT, GPTConfig, batch, parameter_count
 from labkit.table import Table
 
 BATCH, STEPS, LR = 24, 3, 0.5
@@ -363,6 +366,82 @@ def hooks_picture(fn, cfg: GPTConfig = DATA_PARALLEL_GPT, world: int = 2):
     return err
 
 
+TIMING_GPT = GPTConfig(layers=4, hidden=128, heads=4, seq_len=64, vocab=256)   # section 3's model
+
+
+def _bucketed_rank(rank, world, fn, cfg, cap_mb, timing_cfg, timing_cap_mb, batch_per_rank, steps):
+    import torch.distributed as dist
+
+    model = GPT(cfg, seed=rank, dtype=torch.float64)         # replicas start different
+    params = [p for p in model.parameters() if p.requires_grad]
+    equal = _train(model, rank, world, cfg, fn(model, assign_buckets(params, cap_bytes_of(cap_mb))))
+
+    yours = GPT(timing_cfg, seed=0).to(device())
+    finish = fn(yours, assign_buckets([p for p in yours.parameters() if p.requires_grad],
+                                      cap_bytes_of(timing_cap_mb)))
+    per_param = DDP(GPT(timing_cfg, seed=0).to(device()))
+    naive = DDP(GPT(timing_cfg, seed=0).to(device()), overlap=False)
+    variants = {"yours (bucketed)": (yours, finish),
+                "per-parameter": (per_param, per_param.finish_gradient_synchronization),
+                "naive": (naive, naive.finish_gradient_synchronization)}
+    calls = {name: [] for name in variants}          # per variant: each all-reduce, True if during backward
+    now_running = ["", False]                        # variant, in backward (from forward's end to finish)
+    original = dist.all_reduce
+
+    def counted(tensor, *args, **kwargs):
+        calls[now_running[0]].append(now_running[1])
+        return original(tensor, *args, **kwargs)
+
+    def flagged(name, model, finish):
+        forward = model.forward
+
+        def watched_forward(*args, **kwargs):
+            out = forward(*args, **kwargs)
+            now_running[:] = [name, True]
+            return out
+
+        def watched_finish():
+            now_running[1] = False
+            finish()
+
+        model.forward = watched_forward
+        return model, watched_finish
+
+    dist.all_reduce = counted
+    try:
+        rows = interleaved_steps({name: flagged(name, *v) for name, v in variants.items()},
+                                 timing_cfg, batch_per_rank, rank, world, steps)
+    finally:
+        dist.all_reduce = original
+    counts = {name: (len(c) // (steps + 1), sum(c) // (steps + 1)) for name, c in calls.items()}
+    times = {name: [statistics.median(r[k] for r in rs[1:]) for k in range(4)] for name, rs in rows.items()}
+    return equal, counts, times
+
+
+def bucketed_picture(fn, cfg: GPTConfig = DATA_PARALLEL_GPT, cap_mb: float = 0.004, world: int = 2,
+                     timing_cfg: GPTConfig = TIMING_GPT, timing_cap_mb: float = 1.0, batch_per_rank: int = 8,
+                     steps: int = 5) -> Table:
+    """Your ``bucketed_ddp_hooks`` on 2 real gloo ranks (CPU tensors, like the other pictures): trained (float64, buckets of ``cap_mb``) against
+    one process; then timed on section 3's GPT (float32, ``timing_cap_mb`` buckets) against labkit's
+    per-parameter overlapped DDP and the naive one (every all-reduce after backward), steps
+    interleaved, medians of ``steps`` steps after a warm-up (ms). Returns the timing table (rank 0's
+    times; all-reduces counted per step, and how many of them started during backward)."""
+    want = _train(GPT(cfg, seed=0, dtype=torch.float64), 0, 1, cfg)
+    got = launch(_bucketed_rank, world, fn, cfg, cap_mb, timing_cfg, timing_cap_mb, batch_per_rank, steps,
+                 backend="gloo", timeout=300, quiet=True)
+    err = max((a - b).abs().max().item() for equal, _, _ in got for a, b in zip(equal, want))
+    print(f"your buckets on {world} ranks, {STEPS} SGD steps: max |difference from one process| = {err:.1e}: "
+          f"{'equal' if err < 1e-12 else 'DIFFERENT'} (to 1e-12)")
+    _, counts, times = got[0]
+    rows = [(name, *counts[name], *[t * 1e3 for t in times[name]]) for name in times]
+    table = Table(["variant", "all-reduces", "in backward", "fwd", "bwd", "wait", "step"], rows,
+                  formats={k: ".1f" for k in ("fwd", "bwd", "wait", "step")},
+                  title=f"{world} ranks, {parameter_count(timing_cfg):,} parameters, ms (medians of {steps} "
+                        f"steps; {timing_cap_mb} MiB buckets)")
+    print(table)
+    return table
+
+
 def ssp_picture(fn, durations=((1, 1, 1, 1), (3, 1, 3, 1), (1, 2, 1, 2)), staleness: int = 1):
     """Your ``ssp_start_times`` drawn as the lab's timeline, next to labkit's for ASP, SSP(s), BSP."""
     from IPython.display import HTML, display
@@ -405,6 +484,7 @@ def noise_scale_picture(fn, ranks: int = 16, per_rank: int = 64):
 def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab06_data_parallel.py."""
     return {"bucket_indices": bucket_picture, "data_parallel_hooks": hooks_picture,
+            "bucketed_ddp_hooks": bucketed_picture,
             "ssp_start_times": ssp_picture, "noise_scale": noise_scale_picture}[exercise]
 
 

@@ -175,6 +175,27 @@ def critical_batch_fit(batches, steps) -> tuple[float, float, float]:
     return float(s_min), float(e_min), float(e_min / s_min)
 
 
+def _noise_scale(g_small_sq, g_big_sq, b_small, b_big):
+    """The gradient noise scale B_simple = tr(Σ)/|G|² from gradients over two batch sizes
+    (McCandlish et al. 2018): what a data-parallel step already has — each rank's own gradient
+    over ``b_small`` examples and the all-reduced one over ``b_big`` (> b_small).
+
+    g_small_sq: mean over ranks (and steps) of |local gradient|²; g_big_sq: mean (over steps) of
+    |all-reduced gradient|²; b_small, b_big: examples per local and per global gradient.
+    A gradient over B examples has E|G_B|² = |G|² + tr(Σ)/B, Σ the covariance of one example's
+    gradient and G the true gradient. Solve the two equations (one per batch size) for |G|² and
+    tr(Σ), and return (|G|² estimate, tr(Σ) estimate, their ratio tr(Σ)/|G|²) as floats.
+    Example: g_small_sq = 3.0, g_big_sq = 1.5, b_small = 1, b_big = 4 -> (1.0, 2.0, 2.0).
+    """
+    # BEGIN SOLUTION
+    # HINT: write E|G_B|^2 = |G|^2 + tr(Sigma)/B once for each batch size: two linear equations in the two
+    # HINT: unknowns. The big batch's norm alone is not |G|^2: it still carries tr(Sigma)/b_big.
+    g2 = (b_big * g_big_sq - b_small * g_small_sq) / (b_big - b_small)
+    trace = (g_small_sq - g_big_sq) / (1 / b_small - 1 / b_big)
+    return g2, trace, trace / g2
+    # END SOLUTION
+
+
 def noise_scale(g_small_sq: float, g_big_sq: float, b_small: float, b_big: float) -> tuple[float, float, float]:
     """(|G|², tr Σ, B_simple) from the squared norms of gradients over batches of ``b_small``
     and ``b_big`` examples (McCandlish et al., Appendix A.1; module docstring). The bias of
@@ -184,9 +205,10 @@ def noise_scale(g_small_sq: float, g_big_sq: float, b_small: float, b_big: float
     bs, bb = check_real(fn, "b_small", b_small, positive=True), check_real(fn, "b_big", b_big, positive=True)
     if not bb > bs:
         raise ValueError(f"{fn}: b_big ({bb:g}) must be larger than b_small ({bs:g})")
-    g2 = (bb * gb - bs * gs) / (bb - bs)
-    trace = (gs - gb) / (1 / bs - 1 / bb)
-    return g2, trace, trace / g2 if g2 else math.inf
+    if bb * gb == bs * gs:      # the |G|² estimate is exactly 0: no signal at all
+        raise ValueError(f"{fn}: the two gradients give |G|² = 0 (b_big·g_big_sq = b_small·g_small_sq), "
+                         f"so the noise scale is infinite")
+    return _noise_scale(gs, gb, bs, bb)
 
 
 @dataclass(frozen=True)

@@ -40,18 +40,37 @@ def ssp_start_times(durations: Sequence[Sequence[float]], staleness: int | None)
     """start[k][c]: when worker k starts iteration c under SSP(``staleness``) (None = ASP)."""
     fn = "ssp_start_times"
     rows = check_durations(fn, durations)
-    s = None if staleness is None else check_int(fn, "staleness", staleness, minimum=0)
-    workers, steps = len(rows), len(rows[0])
+    return _ssp_start_times(rows, None if staleness is None else check_int(fn, "staleness", staleness, minimum=0))
+
+
+def _ssp_start_times(durations, staleness):
+    """When each worker starts each iteration under a stale-synchronous parameter server.
+
+    durations: list of W lists, each of the same length n: worker k's iteration c takes
+    durations[k][c] time units (talking to the server takes no time). staleness: an int
+    s >= 0, or None for fully asynchronous (ASP).
+    A worker that has finished c iterations may start its next one at once under ASP;
+    under SSP(s) only once every worker has finished at least c - s iterations (s = 0 is
+    BSP: a barrier at every clock). Return start, a list of W lists of n numbers:
+    start[k][c] = max(finish[k][c-1], max over j of finish[j][c-s-1]), dropping terms whose
+    index is negative, where finish[k][c] = start[k][c] + durations[k][c].
+    Example: durations [[1, 1, 1], [3, 3, 3]], s = 1 -> [[0, 1, 3], [0, 3, 6]].
+    """
+    # BEGIN SOLUTION
+    # HINT: every start depends only on finishes of earlier clocks, so the table can be filled one clock
+    # HINT: (column) at a time for all workers; the staleness bound is one gate shared by a whole clock.
+    workers, steps = len(durations), len(durations[0])
     start = [[0.0] * steps for _ in range(workers)]
     finish = [[0.0] * steps for _ in range(workers)]
     for c in range(steps):
         gate = 0.0
-        if s is not None and c - s - 1 >= 0:
-            gate = max(finish[j][c - s - 1] for j in range(workers))
+        if staleness is not None and c - staleness - 1 >= 0:
+            gate = max(finish[j][c - staleness - 1] for j in range(workers))
         for k in range(workers):
             start[k][c] = max(finish[k][c - 1] if c else 0.0, gate)
-            finish[k][c] = start[k][c] + rows[k][c]
+            finish[k][c] = start[k][c] + durations[k][c]
     return start
+    # END SOLUTION
 
 
 def ssp_staleness(durations: Sequence[Sequence[float]], staleness: int | None) -> list[int]:

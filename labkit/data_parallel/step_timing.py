@@ -76,20 +76,8 @@ def _time_variants(cfg, batch_per_rank, rank, world, cap_mb, steps):
     of load from other programs hits all of them alike. Returns ({name: StepTimes}, buckets)."""
     models = {name: DDP(GPT(cfg, seed=0).to(device()), bucket_cap_mb=cap_mb if bucketed else None, overlap=overlap)
               for name, (bucketed, overlap) in VARIANTS.items()}
-    rows = {name: [] for name in VARIANTS}
-    for step in range(steps + 1):
-        tokens, targets = _data(cfg, batch_per_rank, rank, world, step)
-        for name, model in models.items():
-            model.zero_grad(set_to_none=True)
-            dist.barrier()
-            t0 = now()
-            loss = model(tokens, targets)[1]
-            t1 = now()
-            loss.backward()
-            t2 = now()
-            model.finish_gradient_synchronization()
-            t3 = now()
-            rows[name].append((t1 - t0, t2 - t1, t3 - t2, t3 - t0, _lag(t2, world), t1))
+    rows = interleaved_steps({name: (m, m.finish_gradient_synchronization) for name, m in models.items()},
+                             cfg, batch_per_rank, rank, world, steps)
     out = {}
     for name, model in models.items():
         t1 = rows[name][-1][5]
@@ -97,6 +85,28 @@ def _time_variants(cfg, batch_per_rank, rank, world, cap_mb, steps):
         med = [statistics.median(r[k] for r in rows[name][1:]) for k in range(5)]
         out[name] = StepTimes(*med[:4], events, lag=med[4])
     return out, [list(b) for b in models["bucketed"].buckets]
+
+
+def interleaved_steps(variants: dict, cfg: GPTConfig, batch_per_rank: int, rank: int, world: int,
+                      steps: int) -> dict:
+    """``steps`` + 1 training steps (no optimizer) of every variant {name: (model, finish)}, step k
+    of each in turn, ranks meeting at a barrier before each. Returns {name: one row per step
+    (fwd, bwd, finish, whole step, lag, forward's end), seconds}; the first step is a warm-up."""
+    rows = {name: [] for name in variants}
+    for step in range(steps + 1):
+        tokens, targets = _data(cfg, batch_per_rank, rank, world, step)
+        for name, (model, finish) in variants.items():
+            model.zero_grad(set_to_none=True)
+            dist.barrier()
+            t0 = now()
+            loss = model(tokens, targets)[1]
+            t1 = now()
+            loss.backward()
+            t2 = now()
+            finish()
+            t3 = now()
+            rows[name].append((t1 - t0, t2 - t1, t3 - t2, t3 - t0, _lag(t2, world), t1))
+    return rows
 
 
 def _lag(t_end: float, world: int) -> float:

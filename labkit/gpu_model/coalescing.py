@@ -90,8 +90,24 @@ def transactions(addresses, segment_bytes: int = SEGMENT_BYTES) -> int:
     """Distinct aligned ``segment_bytes`` segments that one warp's active lanes touch (see the
     module docstring for the exact contract). ``addresses``: byte addresses, None = inactive lane."""
     lanes = _lanes("transactions", addresses)
-    seg = _power_of_two("transactions", "segment_bytes", segment_bytes)
-    return len({a // seg for a in lanes if a is not None})
+    return _transactions(lanes, _power_of_two("transactions", "segment_bytes", segment_bytes))
+
+
+def _transactions(addresses, segment_bytes=128):
+    """The number of aligned memory segments one warp's access touches (its memory transactions).
+
+    addresses: a list of at most 32 entries, one per lane in order: the byte address (an int >= 0)
+    that lane reads, or None for an inactive lane. segment_bytes: a power of two (128 for a
+    transaction, 32 for a sector). Return the number of distinct segments address //
+    segment_bytes among the active lanes (0 if none is active).
+    Example: 32 lanes reading consecutive 4-byte floats from address 0 -> 1; with a stride of 2
+    floats -> 2.
+    """
+    # BEGIN SOLUTION
+    # HINT: a transaction serves one aligned segment: count the distinct address // segment_bytes
+    # HINT: over the active lanes (a set).
+    return len({a // segment_bytes for a in addresses if a is not None})
+    # END SOLUTION
 
 
 def sectors(addresses) -> int:

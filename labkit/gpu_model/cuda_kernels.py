@@ -41,6 +41,21 @@ def vector_add(a, b, out, n):
 
 
 def matmul_tiled(A, B, C, M, N, K):
+    """CUDA kernel: C = A @ B through shared-memory tiles (launched with TILE x TILE blocks).
+
+    A: (M, K), B: (K, N), C: (M, N) float32 arrays in global memory; M, N, K ints. The grid is
+    (cdiv(N, TILE), cdiv(M, TILE)) blocks of (TILE, TILE) threads; thread (threadIdx.x, threadIdx.y)
+    of block (blockIdx.x, blockIdx.y) computes C[blockIdx.y*TILE + threadIdx.y, blockIdx.x*TILE +
+    threadIdx.x] when that element exists. For each TILE-wide step of k the block copies one TILE x
+    TILE tile of A and one of B into cuda.shared.array((TILE, TILE), np.float32) arrays (each thread
+    one element of each, 0.0 where the tile sticks out of the matrix), and every thread then adds
+    its TILE products from shared memory. Each element of A and B inside the matrices is loaded
+    from global memory once per block that needs it: M*K*cdiv(N, TILE) + K*N*cdiv(M, TILE) loads.
+    No two threads may touch one shared element without a cuda.syncthreads() between them.
+    """
+    # BEGIN SOLUTION
+    # HINT: two cuda.shared.array tiles; in each step of k every thread copies one element of each tile,
+    # HINT: then the block waits (cuda.syncthreads) before reading them, and waits again before the next copy.
     sA = cuda.shared.array((TILE, TILE), np.float32)
     sB = cuda.shared.array((TILE, TILE), np.float32)
     tx = cuda.threadIdx.x
@@ -59,9 +74,22 @@ def matmul_tiled(A, B, C, M, N, K):
         cuda.syncthreads()                # everyone is done with them before they are overwritten
     if row < M and col < N:
         C[row, col] = acc
+    # END SOLUTION
 
 
 def block_sum(x, out, n):
+    """CUDA kernel: out[0] += the sum of x[0:n] (out starts at 0; blocks of 32, 64 or 128 threads).
+
+    x: (n,) float32 and out: (1,) float32 arrays in global memory. Block b's thread t loads
+    x[b*blockDim.x + t] (0.0 past n) into a cuda.shared.array(BLOCK, np.float32), then the block
+    adds its values as a tree: with stride = blockDim.x // 2, then half of it, down to 1, thread
+    t < stride adds s[t + stride] to s[t], with a cuda.syncthreads() after every step (every thread
+    of the block must reach each one). Thread 0 then adds s[0] to out[0] with
+    cuda.atomic.add(out, 0, s[0]): exactly one atomic per block.
+    """
+    # BEGIN SOLUTION
+    # HINT: a shared array holds the block's values; halve the number of working threads each step,
+    # HINT: with a barrier every thread reaches after each step; one atomic add per block at the end.
     s = cuda.shared.array(BLOCK, np.float32)
     t = cuda.threadIdx.x
     i = cuda.blockIdx.x * cuda.blockDim.x + t
@@ -75,8 +103,10 @@ def block_sum(x, out, n):
         stride //= 2
     if t == 0:
         cuda.atomic.add(out, 0, s[0])    # blocks finish in any order: one indivisible add each
+    # END SOLUTION
 
 
+# BEGIN SOLUTION (lab03_matmul: block_sum without atomics)
 def block_partials(x, partial, n):
     s = cuda.shared.array(BLOCK, np.float32)
     t = cuda.threadIdx.x
@@ -91,6 +121,7 @@ def block_partials(x, partial, n):
         stride //= 2
     if t == 0:
         partial[cuda.blockIdx.x] = s[0]  # one slot per block: no atomics needed
+# END SOLUTION
 
 
 # ---------------------------------------------------------------------------- launch configurations

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from labkit.checks import check_int, check_real
 
 __all__ = ["SMLimits", "H100", "A100", "Occupancy", "occupancy", "Waves", "waves", "Schedule", "schedule",
-           "bytes_in_flight"]
+           "bytes_in_flight", "blocks_per_sm"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,39 @@ class Occupancy:
     limiter: str
 
 
+def blocks_per_sm(threads, regs_per_thread, smem_per_block, sm):
+    """Resident blocks per SM, and the limit(s) that set it (the rules in this module's docstring).
+
+    threads: threads per block (1..1024); regs_per_thread: registers per thread; smem_per_block:
+    bytes of shared memory per block; sm: a dict of the SM's limits (ints): "max_warps",
+    "max_blocks", "registers", "reg_alloc_unit", "reg_partitions", "smem_bytes",
+    "smem_alloc_unit", "smem_reserved_per_block". With w = ceil(threads / 32) warps per block,
+    each limit in blocks per SM:
+        "warps":  max_warps // w
+        "regs":   a warp takes all its registers (32 * regs_per_thread, rounded up to a multiple
+                  of reg_alloc_unit) from one of the register file's reg_partitions equal parts;
+                  the warps that fit, // w
+        "smem":   smem_bytes // (smem_per_block rounded up to a multiple of smem_alloc_unit, plus
+                  smem_reserved_per_block)
+        "blocks": max_blocks
+    Return (blocks, limiter): the smallest limit (0 if a block cannot fit), and the names of every
+    limit equal to it, in the order above, joined by "+" (e.g. "warps+regs").
+    """
+    # BEGIN SOLUTION
+    # HINT: compute the four limits separately, rounding each allocation up to its unit before
+    # HINT: dividing; registers are shared out per partition, so fit whole warps in one partition first.
+    w = -(-threads // 32)
+    regs_per_warp = -(-32 * regs_per_thread // sm["reg_alloc_unit"]) * sm["reg_alloc_unit"]
+    warps_by_regs = sm["reg_partitions"] * ((sm["registers"] // sm["reg_partitions"]) // regs_per_warp)
+    smem = -(-smem_per_block // sm["smem_alloc_unit"]) * sm["smem_alloc_unit"] + sm["smem_reserved_per_block"]
+    limits = {"warps": sm["max_warps"] // w, "regs": warps_by_regs // w, "smem": sm["smem_bytes"] // smem,
+              "blocks": sm["max_blocks"]}
+    blocks = min(limits.values())
+    return blocks, "+".join(k for k, v in limits.items() if v == blocks)
+    # END SOLUTION
+
+
+# BEGIN SOLUTION (lab03_matmul: labkit's checked occupancy with every limit; it answers blocks_per_sm)
 def occupancy(threads_per_block: int, regs_per_thread: int, smem_per_block: int = 0,
               sm: SMLimits = H100) -> Occupancy:
     """Resident blocks and warps per SM for a kernel whose blocks have ``threads_per_block``
@@ -98,6 +131,7 @@ def occupancy(threads_per_block: int, regs_per_thread: int, smem_per_block: int 
     warps = blocks * wpb
     limiter = "+".join(k for k, v in by.items() if v == blocks)
     return Occupancy(wpb, by, blocks, warps, warps / sm.max_warps, limiter)
+# END SOLUTION
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,9 @@ class TiedNet:
     VOCAB, HIDDEN = 11, 6
 
     @classmethod
-    def build(cls, seed: int):
+    def build(cls, seed: int, mids: int = 1):
+        """The net with ``mids`` trainable Linear+tanh layers between the embedding and the frozen
+        layer (registered in that order: emb.weight, then each layer's weight and bias)."""
         import torch
         from torch import nn
 
@@ -188,14 +190,20 @@ class TiedNet:
             def __init__(self):
                 super().__init__()
                 self.emb = nn.Embedding(cls.VOCAB, cls.HIDDEN)
-                self.mid = nn.Linear(cls.HIDDEN, cls.HIDDEN)
+                if mids == 1:
+                    self.mid = nn.Linear(cls.HIDDEN, cls.HIDDEN)
+                else:
+                    self.mids = nn.ModuleList(nn.Linear(cls.HIDDEN, cls.HIDDEN) for _ in range(mids))
                 self.frozen = nn.Linear(cls.HIDDEN, cls.HIDDEN)
                 self.head = nn.Linear(cls.HIDDEN, cls.VOCAB, bias=False)
                 self.head.weight = self.emb.weight                       # tied: one tensor, two modules
                 self.frozen.requires_grad_(False)
 
             def forward(self, tokens, targets):
-                x = self.frozen(torch.tanh(self.mid(self.emb(tokens))))
+                x = self.emb(tokens)
+                for layer in [self.mid] if mids == 1 else self.mids:
+                    x = torch.tanh(layer(x))
+                x = self.frozen(x)
                 return nn.functional.cross_entropy(self.head(x), targets)
 
         with torch.random.fork_rng(devices=[]):
@@ -252,6 +260,62 @@ def lab06_ddp(module, world_size: int, seed: int, steps: int = 2, batch: int = 1
 
     return launch(_ddp_rank, world_size, module, seed, steps, batch, lr, backend="gloo", timeout=timeout,
                   quiet=True)
+
+
+def _bucketed_rank(rank, world, module, seed, steps, batch, lr, mids, cases):
+    import torch
+    import torch.distributed as dist
+
+    calls, ready = [], []
+    in_backward = [False]
+    original = dist.all_reduce
+
+    def watched(tensor, *args, **kwargs):
+        calls.append({"nbytes": tensor.numel() * tensor.element_size(), "in_backward": in_backward[0],
+                      "async": bool(kwargs.get("async_op", args[2] if len(args) > 2 else False)),
+                      "ready": len(ready)})
+        return original(tensor, *args, **kwargs)
+
+    dist.all_reduce = watched
+    out = []
+    for buckets in cases:
+        model = TiedNet.build(seed + 1 + rank, mids)      # replicas start different: broadcast is needed
+        params = [p for p in model.parameters() if p.requires_grad]
+        index = {id(p): i for i, p in enumerate(params)}
+        for p in params:   # registered before the submission's hooks, so they run first
+            p.register_post_accumulate_grad_hook(lambda p: ready.append(index[id(p)]))
+        finish = module.bucketed_ddp_hooks(model, [list(b) for b in buckets])
+        opt = torch.optim.SGD(params, lr=lr)
+        per_step = []
+        for step in range(steps):
+            tokens, targets = TiedNet.data(seed, step, batch)
+            lo, hi = rank * batch // world, (rank + 1) * batch // world
+            opt.zero_grad()
+            loss = model(tokens[lo:hi], targets[lo:hi])
+            in_backward[0] = True
+            loss.backward()
+            in_backward[0] = False
+            finish()
+            opt.step()
+            per_step.append({"calls": calls[:], "order": ready[:]})
+            calls.clear()
+            ready.clear()
+        out.append({"params": {n: p.detach().clone() for n, p in model.named_parameters()}, "steps": per_step})
+    return out
+
+
+def lab06_bucketed_ddp(module, world_size: int, seed: int, cases: list, mids: int = 3, steps: int = 2,
+                       batch: int = 12, lr: float = 0.5, timeout: float = 45.0):
+    """Train `TiedNet` (``mids`` middle layers) for ``steps`` SGD steps on ``world_size`` gloo ranks
+    with the submission's ``bucketed_ddp_hooks``, once per bucket list in ``cases`` (each a fresh
+    model). Returns per rank, per case {"params": {name: tensor}, "steps": per step {"calls": the
+    dist.all_reduce calls (nbytes, in_backward, async, "ready": how many gradients backward had
+    accumulated when it was called), "order": the trainable parameters' indices in the order their
+    gradients were accumulated}}."""
+    from labkit.dist import launch
+
+    return launch(_bucketed_rank, world_size, module, seed, steps, batch, lr, mids, cases, backend="gloo",
+                  timeout=timeout, quiet=True)
 
 
 # ------------------------------------------------------------------ Lab 07: tensor-parallel pieces on gloo ranks
@@ -420,6 +484,22 @@ def lab12_resume(module, steps: int = 8, stop: int = 4):
     return resume_experiment(module.resume_state, steps, stop)
 
 
+# ------------------------------------------------------------------ Lab 08: TeraPipe's slicing
+def lab08_slicing(module, cases: list):
+    """``module.optimal_slicing(L, K, cost)`` per case ``(L, K, (overhead, per_token, per_pair))``, with
+    cost a `labkit.pipeline.terapipe.SliceCost` built here (a callable does not cross to the worker):
+    {"result": what it returned, "error": None} or {"result": None, "error": "<type>: message"}."""
+    from labkit.pipeline.terapipe import SliceCost
+
+    out = []
+    for L, K, coefficients in cases:
+        try:
+            out.append({"result": module.optimal_slicing(L, K, SliceCost(*coefficients)), "error": None})
+        except Exception as e:  # noqa: BLE001 - the submission's failure is reported as data
+            out.append({"result": None, "error": f"{type(e).__name__}: {e}"[:300]})
+    return out
+
+
 # ------------------------------------------------------------------ Lab 13: graph passes
 def lab13_fx_pass(module, fn_name: str, cases: list, seed: int):
     """Run ``module.<fn_name>`` (a pass GraphModule -> GraphModule) on each `labkit.compiler.fx_cases`
@@ -444,6 +524,38 @@ def lab13_fx_pass(module, fn_name: str, cases: list, seed: int):
         except Exception as e:  # noqa: BLE001 - the submission's failure is reported as data
             out.append({"nodes": [], "outputs": [], "unchanged": gm.code == code,
                         "error": f"{type(e).__name__}: {e}"[:300]})
+    return out
+
+
+def lab13_dynamo(module, fn_name: str, cases: list):
+    """Per case ``(x, max_norm)``: ``module.<fn_name>``'s graphs and breaks under
+    ``torch._dynamo.explain`` (`labkit.compiler.inside_compile.graph_breaks`, which resets Dynamo
+    before and after), its eager output, and its output compiled with ``fullgraph=True`` on the
+    "eager" backend (Dynamo's capture, no code generation), or the error each raised."""
+    import contextlib
+    import io
+
+    import torch
+
+    from labkit.compiler.inside_compile import graph_breaks
+
+    fn = getattr(module, fn_name)
+    out = []
+    for x, max_norm in cases:
+        res = {"graphs": None, "breaks": None, "reasons": [], "eager": None, "compiled": None, "error": None}
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                res["eager"] = fn(x.clone(), max_norm)
+                report = graph_breaks(fn, x.clone(), max_norm)
+                res.update(graphs=report.graphs, breaks=report.breaks, reasons=report.reasons[:3])
+                torch._dynamo.reset()
+                try:
+                    res["compiled"] = torch.compile(fn, backend="eager", fullgraph=True)(x.clone(), max_norm)
+                finally:
+                    torch._dynamo.reset()
+        except Exception as e:  # noqa: BLE001 - the submission's failure is reported as data
+            res["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+        out.append(res)
     return out
 
 

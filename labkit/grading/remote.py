@@ -63,10 +63,25 @@ class Budget:
         self.used[key] = self.used.get(key, 0.0) + seconds
 
 
+def other_exercises(module: str, exercise: str | None) -> dict | None:
+    """What the worker grading ``exercise`` puts in place of the submission's other exercises of
+    ``module``: {"source": the reference answers with ``exercise`` a stub, "names": the other
+    exercises, "exercise": ``exercise``, whose learner's answer those references call}; None for a module without a manifest. So every graded test runs only the exercise
+    it grades, and a stub or a mistake elsewhere in the file costs only its own points."""
+    from labkit.grading import generate
+
+    if exercise is None or module not in generate.LABS:
+        return None
+    names = [n for n in generate.stubs(module) if n != exercise]
+    return ({"source": generate.render_except(module, exercise), "names": names, "exercise": exercise}
+            if names else None)
+
+
 class Worker:
     """One sandboxed process holding one submission module."""
 
-    def __init__(self, sandbox: Sandbox, submission_dir: Path, module: str, references: tuple):
+    def __init__(self, sandbox: Sandbox, submission_dir: Path, module: str, references: tuple,
+                 exercise: str | None = None):
         self.module = module
         self.output = ""
         self.home = Path(tempfile.mkdtemp(prefix="labkit-worker-"))
@@ -84,7 +99,8 @@ class Worker:
         self.reply = r
         self.limits = sandbox.limits
         self.pending = [{"op": "load", "path": f"{sandbox.submission_path(submission_dir)}/{module}.py",
-                         "name": module, "references": list(references)}]
+                         "name": module, "references": list(references),
+                         "others": other_exercises(module, exercise)}]
         self.load_error = None
 
     def request(self, message: dict, timeout_s: float):
@@ -250,7 +266,8 @@ class Pool:
     def worker(self, module: str, exercise: str, references: tuple) -> Worker:
         w = self.workers.get((module, exercise))
         if w is None or not w.alive:
-            w = self.workers[(module, exercise)] = Worker(self.sandbox, self.submission_dir, module, references)
+            w = self.workers[(module, exercise)] = Worker(self.sandbox, self.submission_dir, module, references,
+                                                          exercise)
         return w
 
     def release(self, module: str, exercise: str) -> None:

@@ -4,7 +4,7 @@ Runs inside the sandbox (see `labkit.grading.sandbox`). Reads framed requests
 (`labkit.grading.codec`) from stdin and writes one framed reply per request to
 file descriptor REPLY_FD. Requests:
 
-    {"op": "load", "path": ..., "name": "lab05_collectives", "references": [...]}
+    {"op": "load", "path": ..., "name": "lab05_collectives", "references": [...], "others": {...} or None}
     {"op": "call", "fn": "cache_tiled", "args": [...], "kwargs": {...}}
     {"op": "harness", "fn": "lab05_collective", "args": [...]}
 
@@ -74,22 +74,45 @@ def poison(references) -> None:
                         setattr(mod, key, stub)
 
 
-def load(path: str, name: str, references) -> None:
-    global _module, _path
-    import labkit  # noqa: F401  (sets TRITON_INTERPRET on CPU before any kernel is defined)
-
-    poison(references)
+def _import_file(path: str, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def load(path: str, name: str, references, others: dict | None = None) -> None:
+    """Import the submission ``path`` as module ``name`` with labkit's references poisoned. With
+    ``others`` ({"source": text, "names": [...], "exercise": name}) the submission's definitions of those names — the
+    lab's other exercises — are replaced by the ones in ``source`` (the reference answers, with the
+    graded exercise a stub: see `labkit.grading.generate.render_except`), so that what is graded
+    here never runs the learner's other exercises."""
+    global _module, _path
+    import labkit  # noqa: F401  (sets TRITON_INTERPRET on CPU before any kernel is defined)
+
+    poison(references)
+    module = _import_file(path, name)
+    if others:
+        import tempfile
+
+        # a file, not exec: Triton reads a kernel's source from it. It holds no answer to this exercise.
+        folder = tempfile.mkdtemp(prefix="labkit-others-")
+        other_path = os.path.join(folder, f"other_exercises_{name}.py")
+        with open(other_path, "w") as f:
+            f.write(others["source"])
+        other = _import_file(other_path, f"_other_exercises_{name}")
+        for n in others["names"]:
+            setattr(module, n, getattr(other, n))
+        if hasattr(module, others["exercise"]):   # and they call the learner's answer to this one
+            setattr(other, others["exercise"], getattr(module, others["exercise"]))
     _module, _path = module, path
 
 
 def handle(request: dict):
     op = request.get("op")
     if op == "load":
-        load(request["path"], request["name"], request.get("references", ()))
+        load(request["path"], request["name"], request.get("references", ()), request.get("others"))
         return None
     if _module is None:
         raise RuntimeError("no submission loaded")

@@ -15,6 +15,17 @@ from labkit.kernels.checks import FLOAT_DTYPES, check_block, check_same, check_t
 
 
 @triton.jit
+def scale_kernel(x_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):
+    """out = alpha * x: the programming model's example (one input; the add exercise takes two)."""
+    pid = tl.program_id(axis=0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)   # this program's element indices
+    mask = offs < n                            # lanes past the end do nothing
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, alpha * x, mask=mask)
+
+
+# BEGIN SOLUTION (lab04_triton: labkit's production add kernel answers the exercise too)
+@triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(axis=0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)   # this program's element indices
@@ -22,6 +33,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=mask)
     y = tl.load(y_ptr + offs, mask=mask)
     tl.store(out_ptr + offs, x + y, mask=mask)
+# END SOLUTION
 
 
 def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tensor:

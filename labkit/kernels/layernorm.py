@@ -15,6 +15,7 @@ import triton.language as tl
 from labkit.kernels.checks import check_block, check_real, check_same, check_tensor, interpreting
 
 
+# BEGIN SOLUTION (lab04_triton: labkit's production layernorm kernel answers the exercise too)
 @triton.jit
 def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, eps,
                      BLOCK: tl.constexpr, NUM_BLOCKS: tl.constexpr):
@@ -43,6 +44,7 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n_cols, eps
         w = tl.load(w_ptr + c, mask=mask, other=0.0).to(tl.float32)
         bias = tl.load(b_ptr + c, mask=mask, other=0.0).to(tl.float32)
         tl.store(y_row + c, ((x - mean) * rstd * w + bias).to(y_ptr.dtype.element_ty), mask=mask)
+# END SOLUTION
 
 
 def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5,

@@ -22,6 +22,7 @@ import triton.language as tl
 from labkit.kernels.checks import check_block, check_tensor, interpreting
 
 
+# BEGIN SOLUTION (lab04_triton: labkit's production softmax kernel answers the exercise too)
 @triton.jit
 def softmax_kernel(x_ptr, out_ptr, n_cols, stride_x, stride_out,
                    BLOCK: tl.constexpr, NUM_BLOCKS: tl.constexpr):
@@ -49,6 +50,7 @@ def softmax_kernel(x_ptr, out_ptr, n_cols, stride_x, stride_out,
             mask = c < n_cols
             x = tl.load(x_row + c, mask=mask, other=float("-inf")).to(tl.float32)
             tl.store(o_row + c, (tl.exp(x - m) / s).to(out_ptr.dtype.element_ty), mask=mask)
+# END SOLUTION
 
 
 def softmax(x: torch.Tensor, block_size: int | None = None) -> torch.Tensor:

@@ -86,6 +86,7 @@ def _rng_devices() -> list[int]:
     return []
 
 
+# BEGIN SOLUTION (labkit's checkpointing: CUDA generators too, optional RNG; it answers checkpointed_forward)
 class _Checkpoint(torch.autograd.Function):
     """Forward: ``fn(x)`` without a graph, saving x (and the RNG state). Backward: recompute, then
     back-propagate through the recomputed graph. ``params`` are inputs only so that the output
@@ -171,6 +172,61 @@ def checkpointed_chain(layers: Sequence[nn.Module], x: torch.Tensor, segment: in
         x = checkpoint_segment(_run(part), x, params=[p for m in part for p in m.parameters()],
                                preserve_rng_state=preserve_rng_state)
     return x
+# END SOLUTION
+
+
+# BEGIN SOLUTION
+class _Segment(torch.autograd.Function):
+    """Forward without a graph (only x and the RNG state kept); backward recomputes, then
+    back-propagates. The parameters are inputs so that the output requires grad."""
+
+    @staticmethod
+    def forward(ctx, run, x, *params):
+        ctx.run, ctx.rng = run, torch.get_rng_state()
+        ctx.save_for_backward(x)
+        with torch.no_grad():
+            return run(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        x = x.detach().requires_grad_(ctx.needs_input_grad[1])
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(ctx.rng)
+            with torch.enable_grad():
+                out = ctx.run(x)
+        torch.autograd.backward(out, grad)
+        return (None, x.grad) + (None,) * (len(ctx.needs_input_grad) - 2)
+# END SOLUTION
+
+
+def checkpointed_forward(layers, x, segment):
+    """Run the chain ``layers`` on ``x``, keeping for backward only each segment's input.
+
+    layers: a list of torch.nn.Module, each mapping (B, w) -> (B, w) (they may contain dropout);
+    x: (B, w) tensor (it may require grad); segment: k >= 1, the number of consecutive layers
+    per segment (the last segment may be shorter). Every segment, the last one too, runs in
+    forward under torch.no_grad() — nothing of it is saved but its input — and is run again in
+    backward, with grad, to back-propagate through it. Return the chain's output (B, w).
+
+    The gradients of x and of every parameter must equal those of the plain chain, dropout
+    included: save the random-number generator's state (torch.get_rng_state()) before a
+    segment's forward and restore it before recomputing it (inside torch.random.fork_rng(), so
+    the random stream after the step is not disturbed). Let the recomputation's backward
+    (torch.autograd.backward) put the parameters' gradients straight into their .grad, as
+    PyTorch's reentrant checkpoint does. Do not use torch.utils.checkpoint.
+    """
+    # BEGIN SOLUTION
+    # HINT: a torch.autograd.Function per segment: forward under torch.no_grad(), keeping the input
+    # HINT: and torch.get_rng_state(); backward reruns the segment with grad inside torch.random.fork_rng
+    # HINT: after torch.set_rng_state, then torch.autograd.backward. Pass the parameters as inputs too.
+    layers = list(layers)
+    for i in range(0, len(layers), segment):
+        part = layers[i:i + segment]
+        params = [p for m in part for p in m.parameters() if p.requires_grad]
+        x = _Segment.apply(_run(part), x, *params)
+    return x
+    # END SOLUTION
 
 
 def torch_checkpointed_chain(layers: Sequence[nn.Module], x: torch.Tensor, segment: int) -> torch.Tensor:

@@ -80,12 +80,27 @@ def chain_peak_formula(widths, batch: int, itemsize: int = 4) -> dict:
     return {"inference_peak": forward_only_peak(a), "training_kept": sum(a[1::2])}
 
 
-def forward_only_peak(activation_bytes) -> int:
-    """max(a₁, max_i(a_i + a_{i+1})): the peak of a chain's outputs a₁..a_L (bytes) run without autograd."""
-    a = [check_int("forward_only_peak", "activation", v, minimum=0) for v in activation_bytes]
+def _forward_only_peak(activation_bytes):
+    """Peak bytes of a chain's activations in a forward pass without autograd (an int).
+
+    activation_bytes: the sizes a_1, ..., a_L (ints, bytes) of the outputs of a chain's layers,
+    in order (layer i reads a_{i-1} and writes a_i; the caller's input a_0 is not counted). With
+    no graph to keep, a layer's input is freed as soon as the layer returns, but while layer i
+    writes its output its input is still alive. Return max(a_1, max over i of a_i + a_{i+1}).
+    Raise ValueError for an empty list.
+    """
+    # BEGIN SOLUTION
+    # HINT: without a graph, only a layer's input and output are alive at once: look at neighbours.
+    a = list(activation_bytes)
     if not a:
         raise ValueError("forward_only_peak: need at least one activation")
     return max([a[0]] + [x + y for x, y in zip(a, a[1:])])
+    # END SOLUTION
+
+
+def forward_only_peak(activation_bytes) -> int:
+    """max(a₁, max_i(a_i + a_{i+1})): the peak of a chain's outputs a₁..a_L (bytes) run without autograd."""
+    return _forward_only_peak([check_int("forward_only_peak", "activation", v, minimum=0) for v in activation_bytes])
 
 
 def chain_peaks(widths, batch: int, seed: int = 0) -> dict:
@@ -148,11 +163,32 @@ PUBLISHED_KV = {
 }
 
 
+def kv_cache_bytes(layers, heads, kv_heads, head_dim, tokens, batch, itemsize):
+    """Bytes of a decoder's KV cache after ``tokens`` tokens of ``batch`` sequences (an int).
+
+    Every layer keeps a key and a value vector of kv_heads * head_dim elements per token and
+    sequence, itemsize bytes each. kv_heads == heads is multi-head attention; fewer is
+    grouped-query attention (kv_heads must divide heads; 1 is multi-query attention).
+    Raise ValueError if kv_heads does not divide heads or a size is < 1 (tokens may be 0).
+    """
+    # BEGIN SOLUTION
+    # HINT: what is cached per token, per sequence and per layer? Only the key/value heads are stored,
+    # HINT: whatever the number of query heads.
+    if min(layers, heads, kv_heads, head_dim, batch, itemsize) < 1 or tokens < 0:
+        raise ValueError("kv_cache_bytes: sizes must be >= 1 (tokens >= 0)")
+    if heads % kv_heads:
+        raise ValueError(f"kv_cache_bytes: kv_heads ({kv_heads}) must divide heads ({heads})")
+    return 2 * layers * kv_heads * head_dim * tokens * batch * itemsize
+    # END SOLUTION
+
+
+# BEGIN SOLUTION (lab09_memory: per token and sequence, it answers kv_cache_bytes)
 def kv_cache_bytes_per_token(layers: int, kv_heads: int, head_dim: int, itemsize: int) -> int:
     """2 · layers · kv_heads · head_dim · itemsize: K and V of one token of one sequence, every layer."""
     fn = "kv_cache_bytes_per_token"
     return 2 * check_int(fn, "layers", layers, minimum=1) * check_int(fn, "kv_heads", kv_heads, minimum=1) * \
         check_int(fn, "head_dim", head_dim, minimum=1) * check_int(fn, "itemsize", itemsize, minimum=1)
+# END SOLUTION
 
 
 class KVCache:

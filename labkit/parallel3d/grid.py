@@ -44,6 +44,7 @@ def _check_sizes(fn: str, dp, tp, pp) -> tuple[int, int, int]:
             check_int(fn, "pp", pp, minimum=1))
 
 
+# BEGIN SOLUTION (labkit's grid: it answers rank_coords and group_ranks (lab11_parallel3d))
 def rank_of(coord, dp: int, tp: int, pp: int) -> int:
     """The rank at grid position ``coord`` = (dp_index, tp_index, pp_index), the inverse of `coords`:
     pp_index·(dp·tp) + dp_index·tp + tp_index."""
@@ -54,8 +55,10 @@ def rank_of(coord, dp: int, tp: int, pp: int) -> int:
     t = check_int("rank_of", "tp_index", coord[1], minimum=0, maximum=tp - 1)
     p = check_int("rank_of", "pp_index", coord[2], minimum=0, maximum=pp - 1)
     return p * (dp * tp) + d * tp + t
+# END SOLUTION
 
 
+# BEGIN SOLUTION (lab11_parallel3d)
 def coords(rank: int, dp: int, tp: int, pp: int) -> tuple[int, int, int]:
     """(dp_index, tp_index, pp_index) of ``rank`` on a dp × tp × pp grid (inverse of `rank_of`)."""
     dp, tp, pp = _check_sizes("coords", dp, tp, pp)
@@ -63,8 +66,10 @@ def coords(rank: int, dp: int, tp: int, pp: int) -> tuple[int, int, int]:
     pp_index, rest = divmod(rank, dp * tp)
     dp_index, tp_index = divmod(rest, tp)
     return dp_index, tp_index, pp_index
+# END SOLUTION
 
 
+# BEGIN SOLUTION (lab11_parallel3d)
 def groups(dp: int, tp: int, pp: int) -> dict[str, list[list[int]]]:
     """The communication groups of each kind, every rank in exactly one group of each kind:
 
@@ -82,6 +87,7 @@ def groups(dp: int, tp: int, pp: int) -> dict[str, list[list[int]]]:
         "tp": [[r(d, t, p) for t in range(tp)] for p in range(pp) for d in range(dp)],
         "pp": [[r(d, t, p) for p in range(pp)] for d in range(dp) for t in range(tp)],
     }
+# END SOLUTION
 
 
 def nodes_spanned(group, gpus_per_node: int) -> int:
@@ -97,11 +103,11 @@ def nodes_spanned(group, gpus_per_node: int) -> int:
     return len({k // g for k in ranks})
 
 
-# -- the same facts without listing every rank (the planner asks them for 4096-GPU grids) ---------
-
+# BEGIN SOLUTION (labkit's grid: it answers rank_coords (lab11_parallel3d))
 def coord_of(rank: int, dp: int, tp: int, pp: int) -> Coord:
     """`coords` as a named `Coord` (c.dp, c.tp, c.pp)."""
     return Coord(*coords(rank, dp, tp, pp))
+# END SOLUTION
 
 
 def embedding_groups(dp: int, tp: int, pp: int) -> list[list[int]]:
@@ -172,3 +178,41 @@ def build_grid(dp: int, tp: int, pp: int, fn: str = "build_grid") -> Grid:
             pp_grad = g
     return Grid(dp, tp, pp, rank, coord_of(rank, dp, tp, pp), mesh, mesh["tp"].get_group(),
                 mesh["dp"].get_group(), mesh["pp"].get_group(), embedding, pp_grad)
+
+
+def rank_coords(rank, dp, tp, pp):
+    """(dp_index, tp_index, pp_index) of ``rank`` on a dp × tp × pp grid, in the rank order above.
+
+    rank: int in 0 .. dp·tp·pp − 1; dp, tp, pp: ints >= 1. Returns a tuple of three ints.
+    Example: dp=2, tp=2, pp=2: rank 5 -> (0, 1, 1) (5 = 1·4 + 0·2 + 1).
+    """
+    # BEGIN SOLUTION
+    # HINT: peel the coordinates off with divmod, innermost first: tp varies fastest, then dp, and pp
+    # HINT: slowest.
+    rest, tp_index = divmod(rank, tp)
+    pp_index, dp_index = divmod(rest, dp)
+    return dp_index, tp_index, pp_index
+    # END SOLUTION
+
+
+def group_ranks(rank, kind, dp, tp, pp):
+    """The ranks of ``rank``'s ``kind`` group, in increasing order (``rank`` itself included).
+
+    kind: "dp" (the ranks that differ from ``rank`` only in dp_index: they hold the same
+    parameters and all-reduce their gradients), "tp" (differ only in tp_index: they split each
+    layer's matrices) or "pp" (differ only in pp_index: the stages of one pipeline).
+    Returns a list of ints. Example: dp=2, tp=2, pp=2, rank 5: "dp" -> [5, 7], "tp" -> [4, 5],
+    "pp" -> [1, 5].
+    """
+    # BEGIN SOLUTION
+    # HINT: find the rank's coordinates, then vary only the one its group spans (range over that
+    # HINT: dimension) and map each coordinate back to a rank with the order above.
+    d, t, p = rank_coords(rank, dp, tp, pp)
+    if kind == "dp":
+        return [p * dp * tp + i * tp + t for i in range(dp)]
+    if kind == "tp":
+        return [p * dp * tp + d * tp + i for i in range(tp)]
+    if kind == "pp":
+        return [i * dp * tp + d * tp + t for i in range(pp)]
+    raise ValueError(f"group_ranks: kind must be 'dp', 'tp' or 'pp', got {kind!r}")
+    # END SOLUTION

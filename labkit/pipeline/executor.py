@@ -383,3 +383,30 @@ def run_pipeline(sched: dict[int, list[Action]], cfg: MLPConfig, backward_fn: Ca
         for s, g in r.grads.items():
             grads[s] = g
     return PipelineRun(sum(losses.values()) / len(losses), grads, timeline, out[0][1])
+
+
+def stage_backward(stage_input: torch.Tensor, stage_output: torch.Tensor, loss: torch.Tensor | None,
+                   recv_from: int | None, send_to: int | None, recv_tag: int, send_tag: int):
+    """Backward of one stage for one microbatch, with its real receive and send.
+
+    Last stage (``loss`` given, ``recv_from`` None): ``loss.backward()``.
+    Otherwise: receive d(loss)/d(stage_output) - a tensor shaped and typed like
+    ``stage_output`` - from rank ``recv_from`` with tag ``recv_tag``, then
+    backpropagate it through the stage. Parameter .grad accumulate.
+    Then, unless this is the first stage (``send_to`` None), send
+    ``stage_input.grad`` to rank ``send_to`` with tag ``send_tag`` using
+    ``dist.isend`` and return its Work (the caller waits on it); else return None.
+    """
+    # BEGIN SOLUTION
+    # HINT: the last stage calls loss.backward(); the others dist.recv a gradient shaped like the
+    # HINT: output and pass it to torch.autograd.backward; then dist.isend the input's .grad (contiguous).
+    if loss is not None:
+        loss.backward()
+    else:
+        grad_out = torch.empty_like(stage_output)
+        dist.recv(grad_out, src=recv_from, tag=recv_tag)
+        torch.autograd.backward(stage_output, grad_out)
+    if send_to is None:
+        return None
+    return dist.isend(stage_input.grad.contiguous(), dst=send_to, tag=send_tag)
+    # END SOLUTION

@@ -272,6 +272,28 @@ def bubble_picture(fn, cases=BUBBLE_CASES) -> Table:
     return table
 
 
+SLICING_CASES = ((10, 4), (16, 4), (32, 8))
+
+
+def slicing_picture(fn, cases=SLICING_CASES) -> Table:
+    """Your ``optimal_slicing(L, K, cost)`` (TeraPipe, default `SliceCost`) per (L, K): the latency it
+    returns, the latency of the slices it returns (the formula), the least (brute force over all
+    2^(L-1) slicings for L <= 12, labkit's DP beyond) and the whole sequence's; prints and returns."""
+    from labkit.pipeline import terapipe
+
+    rows = []
+    for L, K in cases:
+        latency, slices = fn(L, K, terapipe.SliceCost())
+        least = (terapipe.brute_force_slicing if L <= 12 else terapipe.optimal_slicing)(L, K)[0]
+        theirs = terapipe.latency_formula(slices, K) if sum(slices) == L else None
+        rows.append((L, K, str(latency), " ".join(map(str, slices)), str(theirs), str(least),
+                     str(terapipe.latency_formula([L], K)), "yes" if latency == theirs == least else "NO"))
+    table = Table(["L", "K", "your latency", "your slices", "their latency", "least", "whole", "right"], rows,
+                  title="your optimal_slicing (least: brute force for L <= 12, else labkit's DP)")
+    print(table)
+    return table
+
+
 def backward_picture(fn, timeout: float = 30.0):
     """Your ``stage_backward`` plugged into the real executor: one 1F1B step on 2 gloo ranks (float64
     MLP, 4 microbatches), its measured timeline drawn, loss and gradients vs one process."""
@@ -291,8 +313,9 @@ def backward_picture(fn, timeout: float = 30.0):
 def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab08_pipeline.py."""
     return {"schedule_1f1b": schedule_picture, "bubble_fraction": bubble_picture,
-            "stage_backward": backward_picture}[exercise]
+            "stage_backward": backward_picture, "optimal_slicing": slicing_picture}[exercise]
 
 
 __all__ = ["zero_bubble_makespan", "simulate_zero_bubble", "zero_bubble_table", "peak_table", "executor_table",
-           "measure", "Measured", "schedule_picture", "bubble_picture", "backward_picture", "picture", "wrap"]
+           "measure", "Measured", "schedule_picture", "bubble_picture", "backward_picture", "slicing_picture",
+           "picture", "wrap"]

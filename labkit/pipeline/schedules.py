@@ -86,6 +86,7 @@ def schedule(kind: str, num_ranks: int, num_microbatches: int, virtual_stages: i
     return {r: _interleaved(r, p, m, v, zero_bubble=(kind == "interleaved_zb")) for r in range(p)}
 
 
+# BEGIN SOLUTION (the 1F1B order of one rank, shown in Lab 08 after the exercise)
 def _one_f_one_b(r: int, p: int, m: int) -> list[Action]:
     """1F1B on rank r: min(m, p - r) warm-up forwards, then alternate B (oldest) and F (next)
     until the forwards run out, then the remaining Bs."""
@@ -98,6 +99,33 @@ def _one_f_one_b(r: int, p: int, m: int) -> list[Action]:
             ops.append(Action(r, "F", f))
             f += 1
     return ops
+# END SOLUTION
+
+
+def schedule_1f1b(num_ranks: int, num_microbatches: int) -> dict[int, list[Action]]:
+    """The 1F1B (one-forward-one-backward) schedule, one stage per rank (stage r on rank r).
+
+    Returns {rank: [Action(stage, kind, microbatch), ...]} with kind "F" or "B",
+    in the order PyTorch's Schedule1F1B runs them. Rank r:
+      1. warm-up: forwards of microbatches 0, 1, ... - as many as min(m, p - r);
+      2. steady state: repeat "backward of the oldest microbatch not yet
+         backwarded, then forward of the next microbatch" until every
+         forward has run;
+      3. cool-down: the remaining backwards, oldest first.
+    Example p=3, m=4, rank 0: F0 F1 F2 B0 F3 B1 B2 B3; rank 2: F0 B0 F1 B1 F2 B2 F3 B3.
+    Raise ValueError if num_microbatches < num_ranks (PyTorch refuses that too)
+    or either argument is < 1.
+    """
+    # BEGIN SOLUTION
+    # HINT: check the arguments first; then each rank runs min(m, p - r) forwards, then alternates
+    # HINT: the backward of its oldest microbatch with the next forward; build Action(stage, kind, microbatch) tuples.
+    p, m = num_ranks, num_microbatches
+    if p < 1 or m < 1:
+        raise ValueError(f"need num_ranks >= 1 and num_microbatches >= 1, got {p}, {m}")
+    if m < p:
+        raise ValueError(f"1F1B needs num_microbatches >= num_ranks, got m={m}, p={p}")
+    return {r: _one_f_one_b(r, p, m) for r in range(p)}
+    # END SOLUTION
 
 
 def _interleaved(r: int, p: int, m: int, v: int, zero_bubble: bool = False) -> list[Action]:

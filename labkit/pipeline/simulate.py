@@ -232,3 +232,22 @@ def in_flight(intervals) -> tuple[list, int]:
         else:
             steps.append((t, count))
     return steps, best
+
+
+def bubble_fraction(num_ranks: int, num_microbatches: int, virtual_stages: int = 1) -> Fraction:
+    """Idle share of the total time of a synchronous pipeline step, as an exact Fraction.
+
+    p = num_ranks, m = num_microbatches, v = virtual_stages (stages per rank; each
+    stage costs 1/v of a rank's share of the model). Every stage takes the same
+    time. Convention: idle time / (p x step time) - the share of all ranks' time
+    that is bubble (not idle / ideal compute). Valid for GPipe and 1F1B (v = 1)
+    and for interleaved 1F1B with m >= p. Raise ValueError for arguments < 1.
+    """
+    # BEGIN SOLUTION
+    # HINT: each rank idles while the pipeline fills and drains, p - 1 stage times; interleaving
+    # HINT: makes a stage 1/v as long; fractions.Fraction keeps the ratio exact.
+    p, m, v = num_ranks, num_microbatches, virtual_stages
+    if min(p, m, v) < 1:
+        raise ValueError(f"need positive arguments, got p={p}, m={m}, v={v}")
+    return Fraction(p - 1, v * m + p - 1)
+    # END SOLUTION

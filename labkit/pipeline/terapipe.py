@@ -18,9 +18,10 @@ the same time on every stage, the pipeline is a *proportionate flow shop* and it
 
 the paper's objective; `pipeline_latency` simulates the dependencies and the tests check that
 it equals the formula. Many small slices shrink the (K-1)·max term but pay the overhead many
-times; `optimal_slicing` is the paper's dynamic program: for each candidate bound t_max on a
-slice's time, S(i) = min over the last slice (i-k .. i) with t(k, i-k) <= t_max of
-S(i-k) + t(k, i-k), then T = min over t_max of S(L) + (K-1)·t_max. `brute_force_slicing` tries
+times; `optimal_slicing` is the paper's dynamic program (its core, `_optimal_slicing`, is the
+Lab 08 exercise): for each candidate bound t_max on a slice's time, S(i) = min over the last
+slice (i-k .. i) with t(k, i-k) <= t_max of S(i-k) + t(k, i-k), then T = min over t_max of
+S(L) + (K-1)·t_max. `brute_force_slicing` tries
 all 2^(L-1) slicings (small L) and `best_uniform_slicing` the equal-size ones.
 
 Times are exact (`Fraction`) when the cost coefficients are ints or Fractions. t is the
@@ -128,37 +129,60 @@ def _check_problem(fn: str, seq_len, num_stages, cost) -> tuple:
     return L, K
 
 
-def optimal_slicing(seq_len: int, num_stages: int, cost: SliceCost = SliceCost()) -> tuple:
-    """TeraPipe's dynamic program: (least latency, slice lengths). O(L^2) candidate bounds t_max,
-    each an O(L^2) DP; bounds are tried in increasing order and the search stops once
-    (K-1)·t_max alone reaches the best latency found. seq_len <= `MAX_SEQ_LEN` (128)."""
-    L, K = _check_problem("optimal_slicing", seq_len, num_stages, cost)
-    check_int("optimal_slicing", "seq_len", L, maximum=MAX_SEQ_LEN)
-    exact = {(k, c): cost(k, c) for c in range(L) for k in range(1, L - c + 1)}
-    scale = math.lcm(*(x.denominator for x in exact.values()))
-    t = {key: int(x * scale) for key, x in exact.items()}     # integers: the same order, faster
-    best, best_slices = None, None
-    for t_max in sorted(set(t.values())):
-        if best is not None and (K - 1) * t_max >= best:
-            break
-        S = [0] + [None] * L                 # S[i]: least Σ t over slicings of the first i tokens
-        last = [0] * (L + 1)
+def _optimal_slicing(seq_len, num_stages, cost):
+    """TeraPipe's slicing of one sequence: (least latency, slice lengths).
+
+    seq_len: L tokens (or blocks of tokens), an int >= 1; num_stages: K equal pipeline stages.
+    cost(length, context): the time, on one stage, of a slice of ``length`` tokens that follows
+    ``context`` tokens of prefix (exact numbers: ints or Fractions); it grows with both.
+    A slicing is a list of positive ints summing to L; slice j follows the tokens of slices
+    0..j-1, and its time is t_j = cost(l_j, l_0 + ... + l_{j-1}). Its latency on K stages is
+    Σ_j t_j + (K − 1)·max_j t_j. Return the least latency over all slicings and one slicing
+    that has it, in order: ``(latency, [l_0, l_1, ...])``. L up to about 32 must take well under a
+    second; trying all 2^(L−1) slicings does not.
+    """
+    # BEGIN SOLUTION
+    # HINT: the max term is what couples the slices: fix it as a bound on every slice's time, and what
+    # HINT: is left is a dynamic program over prefixes of the sequence; only the distinct slice times
+    # HINT: can be the bound worth trying.
+    L, K = seq_len, num_stages
+    times = {(k, c): cost(k, c) for c in range(L) for k in range(1, L - c + 1)}
+    best = None
+    for t_max in sorted(set(times.values())):
+        if best is not None and (K - 1) * t_max >= best[0]:
+            break                                   # every larger bound costs at least this much
+        # S[i]: least Σ t over slicings of the first i tokens; last[i]: the length of its last slice
+        S, last = [0] + [None] * L, [0] * (L + 1)
         for i in range(1, L + 1):
             for k in range(1, i + 1):
-                tk, prev = t[(k, i - k)], S[i - k]
-                if tk <= t_max and prev is not None and (S[i] is None or prev + tk < S[i]):
-                    S[i], last[i] = prev + tk, k
+                tk = times[(k, i - k)]
+                if tk <= t_max and S[i - k] is not None and (S[i] is None or S[i - k] + tk < S[i]):
+                    S[i], last[i] = S[i - k] + tk, k
         if S[L] is None:
             continue
         total = S[L] + (K - 1) * t_max
-        if best is None or total < best:
+        if best is None or total < best[0]:
             slices, i = [], L
             while i:
                 slices.append(last[i])
                 i -= last[i]
-            best, best_slices = total, slices[::-1]
-    # the bound t_max may exceed the slicing's own largest slice; report the slicing's latency
-    return latency_formula(best_slices, K, cost), best_slices
+            best = (total, slices[::-1])
+    return best
+    # END SOLUTION
+
+
+def optimal_slicing(seq_len: int, num_stages: int, cost: SliceCost = SliceCost()) -> tuple:
+    """TeraPipe's dynamic program (`_optimal_slicing`, the Lab 08 exercise): (least latency, slice
+    lengths). O(L^2) candidate bounds t_max, each an O(L^2) DP; bounds are tried in increasing
+    order and the search stops once (K-1)·t_max alone reaches the best latency found. Slice times
+    are scaled to integers first (the same order, faster than Fractions). seq_len <= `MAX_SEQ_LEN`."""
+    L, K = _check_problem("optimal_slicing", seq_len, num_stages, cost)
+    check_int("optimal_slicing", "seq_len", L, maximum=MAX_SEQ_LEN)
+    exact = {(k, c): cost(k, c) for c in range(L) for k in range(1, L - c + 1)}
+    scale = math.lcm(*(x.denominator for x in exact.values()))
+    scaled = {key: int(x * scale) for key, x in exact.items()}
+    _, slices = _optimal_slicing(L, K, lambda k, c: scaled[(k, c)])
+    return latency_formula(slices, K, cost), slices
 
 
 def brute_force_slicing(seq_len: int, num_stages: int, cost: SliceCost = SliceCost()) -> tuple:

@@ -149,6 +149,7 @@ def stage_memory(model: Model, plan: Plan, global_batch: int, stage: str,
     return stage_memory_at(model, plan, global_batch, index, model.layers // plan.pp, sequence_parallel)
 
 
+# BEGIN SOLUTION (labkit's estimate: it answers fits_in_memory (lab11_parallel3d))
 def memory_per_gpu(model: Model, plan: Plan, global_batch: int, sequence_parallel: bool = False) -> MemoryEstimate:
     """The fullest pipeline stage's `MemoryEstimate`: the bytes the plan needs on its most loaded GPU.
     ``global_batch`` sets m = B/(dp·micro_batch). Sequence parallelism is on when
@@ -164,6 +165,7 @@ def memory_per_gpu(model: Model, plan: Plan, global_batch: int, sequence_paralle
     if wrong:
         raise ValueError(f"{fn}: {wrong[0]}")
     return _memory_per_gpu(model, plan, global_batch, sequence_parallel or plan.sequence_parallel)
+# END SOLUTION
 
 
 def _memory_per_gpu(model: Model, plan: Plan, global_batch: int, sequence_parallel: bool,
@@ -191,6 +193,7 @@ def _memory_per_gpu(model: Model, plan: Plan, global_batch: int, sequence_parall
     return best
 
 
+# BEGIN SOLUTION (lab11_parallel3d)
 def first_stage_bytes(num_params: float, layers: int, activation_bytes_per_layer: float, dp: int, tp: int, pp: int,
                       micro_batches: int, zero_stage: int) -> float:
     """The back-of-envelope bytes of a first-stage GPU (Lab 11's exercise ``fits_in_memory``):
@@ -210,3 +213,37 @@ def first_stage_bytes(num_params: float, layers: int, activation_bytes_per_layer
         raise ValueError(f"{fn}: activation_bytes_per_layer must be >= 0, got {act}")
     states = model_state_bytes(psi / (tp * pp), dp, zero_stage)
     return states + min(m, pp) * (layers // pp) * act
+# END SOLUTION
+
+
+def fits_in_memory(num_params, layers, activation_bytes_per_layer, dp, tp, pp, micro_batches, zero_stage,
+                   memory_bytes):
+    """Does a plan fit on its first pipeline stage's GPUs? Returns (fits: bool, needed_bytes: float).
+
+    num_params: Ψ, parameters of the whole model; layers: l transformer layers (pp divides l);
+    activation_bytes_per_layer: bytes one layer keeps for backward for ONE micro-batch on one
+    GPU (already divided by tp where tensor parallelism splits it); dp, tp, pp: the grid;
+    micro_batches: m per iteration (per pipeline); zero_stage: 0-3 over the dp group;
+    memory_bytes: what one GPU has.
+
+    needed_bytes = model states + activations, where
+    - model states: mixed-precision Adam, 2 + 2 + 12 bytes per parameter, of the Ψ/(tp·pp)
+      parameters one GPU holds (tensor parallelism splits each layer, the pipeline splits the
+      layers), with ZeRO ``zero_stage`` dividing by dp what it shards (stage 1: the 12 bytes,
+      stage 2: 2 + 12, stage 3: all 16);
+    - activations: under 1F1B the first stage runs min(m, pp) forwards before its first
+      backward, each keeping l/pp layers' activations.
+    fits = needed_bytes <= memory_bytes.
+    Example: Ψ=1e9, l=24, 1e8 bytes per layer, dp=tp=pp=2, m=8, ZeRO-1, 8e9 bytes:
+    states 16·2.5e8 − 12·2.5e8/2 = 2.5e9, activations 2·12·1e8 = 2.4e9 -> (True, 4.9e9).
+    """
+    # BEGIN SOLUTION
+    # HINT: one GPU holds Ψ/(tp·pp) parameters' states, 16 bytes each less ZeRO's share; 1F1B's
+    # HINT: first stage keeps min(m, pp) micro-batches of its l/pp layers; compare the sum with memory_bytes.
+    psi = num_params / (tp * pp)
+    sharded = {0: 0, 1: 12, 2: 2 + 12, 3: 16}[zero_stage]
+    states = (16 - sharded) * psi + sharded * psi / dp
+    activations = min(micro_batches, pp) * (layers // pp) * activation_bytes_per_layer
+    needed = states + activations
+    return needed <= memory_bytes, float(needed)
+    # END SOLUTION

@@ -66,6 +66,7 @@ def recompute_name(fn: str, recompute) -> str:
     return recompute
 
 
+# BEGIN SOLUTION (labkit's count for a planner Model: it answers flops_per_iteration)
 def layer_forward_flops(model: Model, sequences: int) -> int:
     """Forward FLOPs of one transformer layer for ``sequences`` sequences: s·((8 + 4r)·h² + 4sh)
     each (the attention scores are the full s × s matrix, as `labkit.model` computes them)."""
@@ -100,9 +101,32 @@ def flops_per_iteration(model: Model, global_batch: int, recompute=True) -> int:
     recompute = recompute_name(fn, recompute)
     per_layer = 3 * layer_forward_flops(model, B) + recompute_forward_flops(model, B, recompute)
     return model.layers * per_layer + 3 * logit_forward_flops(model, B)
+# END SOLUTION
 
 
 def _check_model(fn: str, model) -> None:
     if not isinstance(model, Model):
         raise TypeError(f"{fn}: model must be a labkit.planner.Model (a labkit.model.GPTConfig), "
                         f"got {type(model).__name__}")
+
+
+def _flops_per_iteration(layers, hidden, seq_len, vocab, global_batch, recompute):
+    """Matrix-multiplication FLOPs of one training iteration of a GPT, forward + backward.
+
+    layers l, hidden h, seq_len s, vocab V, global_batch B sequences; MLP width 4h; attention
+    scores are the full s × s matrix. recompute: True (full activation recomputation: every
+    transformer layer's forward runs twice, the logit layer's once) or False.
+    Per sequence, forward: each layer 24·s·h² (QKV 6sh², output 2sh², MLP 16sh²) + 4·s²·h
+    (scores and their product with V); the logit layer 2·s·h·V. Backward costs twice the
+    forward. Returns an int.
+    With recompute this is Narayanan et al.'s 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)).
+    """
+    # BEGIN SOLUTION
+    # HINT: count one forward per sequence (every layer's matmuls, its attention, the logit
+    # HINT: layer); backward costs two forwards; full recomputation adds one more forward of the layers, not
+    # HINT: of the logits.
+    s, h, B = seq_len, hidden, global_batch
+    layer = 24 * s * h * h + 4 * s * s * h
+    passes = 4 if recompute else 3
+    return B * (layers * passes * layer + 3 * 2 * s * h * vocab)
+    # END SOLUTION

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "OpCost", "elementwise_add", "elementwise_chain", "matmul", "softmax", "copy", "triad",
-    "attainable_flops", "ridge_intensity", "bound", "mfu", "hfu", "training_flops", "utilization",
+    "matmul_intensity", "chain_intensity", "attainable_flops", "mfu_hfu",
+    "ridge_intensity", "bound", "mfu", "hfu", "training_flops", "utilization",
     "linear_intensity", "compute_bound_batch", "raise_roof", "DATASHEETS",
 ]
 
@@ -62,6 +63,7 @@ def elementwise_add(n: int, dtype_bytes: int = 4) -> OpCost:
     return OpCost(f"add n={n}", n, 3 * n * dtype_bytes)
 
 
+# BEGIN SOLUTION  (the intensities of matmul_intensity and chain_intensity: denied to graded code)
 def elementwise_chain(n: int, fused: bool, dtype_bytes: int = 4) -> OpCost:
     """e = d + (a + b) * c on n elements (the lab's fusion example), 3 FLOPs per element.
 
@@ -79,6 +81,7 @@ def matmul(m: int, k: int, n: int, dtype_bytes: int = 4) -> OpCost:
     for name, v in (("m", m), ("k", k), ("n", n), ("dtype_bytes", dtype_bytes)):
         _pos_int(name, v)
     return OpCost(f"matmul {m}x{k}x{n}", 2 * m * k * n, (m * k + k * n + m * n) * dtype_bytes)
+# END SOLUTION
 
 
 def softmax(rows: int, cols: int, dtype_bytes: int = 4) -> OpCost:
@@ -103,15 +106,55 @@ def triad(n: int, dtype_bytes: int = 4) -> OpCost:
     return OpCost(f"triad n={n}", 2 * n, 3 * n * dtype_bytes)
 
 
-def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
-    """Roofline: min(peak_flops, intensity * bandwidth) in FLOP/s.
+def matmul_intensity(m, k, n, dtype_bytes=4):
+    """Arithmetic intensity (FLOP/byte) of C = A @ B with A (m x k), B (k x n), C (m x n).
 
-    ``intensity`` FLOP/byte, ``peak_flops`` FLOP/s, ``bandwidth`` bytes/s.
+    FLOPs: one multiply and one add per (i, j, p) triple. Bytes: A and B read
+    once, C written once, each element ``dtype_bytes`` bytes. Returns a float.
+    """
+    # BEGIN SOLUTION
+    # HINT: FLOPs over bytes: a multiply-add per (i, j, p) triple; each of A, B, C crosses memory
+    # HINT: once. Try m=1 (a vector times a matrix) and compare with m=n=k.
+    flops = 2 * m * k * n
+    moved = (m * k + k * n + m * n) * dtype_bytes
+    return flops / moved
+    # END SOLUTION
+
+
+def chain_intensity(k, fused, dtype_bytes=4):
+    """Arithmetic intensity (FLOP/byte) of a chain of ``k`` binary element-wise ops.
+
+    The chain is y = (((x0 op x1) op x2) ... op xk) over k+1 input arrays of the
+    same length n: k FLOPs per element. Unfused, every op is its own kernel that
+    reads two arrays and writes one. Fused, one kernel reads the k+1 inputs and
+    writes y. The result does not depend on n. Returns a float.
+    """
+    # BEGIN SOLUTION
+    # HINT: count the arrays that cross memory per element: each unfused kernel reads two and
+    # HINT: writes one; the fused kernel reads every input once and writes one result.
+    arrays = (k + 2) if fused else 3 * k
+    return k / (arrays * dtype_bytes)
+    # END SOLUTION
+
+
+def attainable_flops(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """Roofline: min(peak_flops, intensity * bandwidth) in FLOP/s; Lab 01's `_attainable_flops`
+    with its arguments checked. ``intensity`` FLOP/byte, ``peak_flops`` FLOP/s, ``bandwidth`` bytes/s.
     """
     if isinstance(intensity, bool) or not isinstance(intensity, (int, float)) or intensity < 0:
         raise ValueError(f"intensity must be a number >= 0 (FLOP/byte), got {intensity!r}")
     _pos_num("peak_flops", peak_flops), _pos_num("bandwidth", bandwidth)
+    return _attainable_flops(intensity, peak_flops, bandwidth)
+
+
+def _attainable_flops(intensity, peak_flops, bandwidth):
+    """Roofline: the best FLOP/s an op of ``intensity`` (FLOP/byte) can reach on a machine
+    with compute peak ``peak_flops`` (FLOP/s) and memory ``bandwidth`` (bytes/s)."""
+    # BEGIN SOLUTION
+    # HINT: the roof is the lower of two ceilings: the compute peak, and what memory can feed
+    # HINT: (intensity times bandwidth).
     return min(peak_flops, intensity * bandwidth)
+    # END SOLUTION
 
 
 def ridge_intensity(peak_flops: float, bandwidth: float) -> float:
@@ -131,6 +174,24 @@ def utilization(flops: float, seconds: float, peak_flops: float) -> float:
     return flops / _pos_num("seconds", seconds) / _pos_num("peak_flops", peak_flops)
 
 
+def mfu_hfu(n_params, tokens, seconds, peak_flops, recompute_forward):
+    """(MFU, HFU) of training a dense model of ``n_params`` parameters on ``tokens`` tokens
+    in ``seconds`` on hardware with ``peak_flops`` FLOP/s.
+
+    Forward costs 2 FLOPs per parameter per token and backward twice a forward.
+    With ``recompute_forward`` (activation checkpointing) the forward is run once
+    more during backward; that work counts for HFU but not for MFU.
+    """
+    # BEGIN SOLUTION
+    # HINT: both are FLOPs per second over the peak. Model FLOPs count forward and backward once;
+    # HINT: hardware FLOPs also count the forward that checkpointing runs again.
+    model_flops = 6 * n_params * tokens
+    hardware_flops = (8 if recompute_forward else 6) * n_params * tokens
+    return model_flops / seconds / peak_flops, hardware_flops / seconds / peak_flops
+    # END SOLUTION
+
+
+# BEGIN SOLUTION  (the same counts as mfu_hfu: denied to graded code)
 def training_flops(n_params: float, tokens: float, recompute_forward: bool = False) -> tuple[float, float]:
     """(model FLOPs, hardware FLOPs) of training a dense model on ``tokens`` tokens.
 
@@ -155,6 +216,7 @@ def hfu(n_params: float, tokens: float, seconds: float, peak_flops: float, recom
     """Hardware FLOPs utilization: FLOPs actually executed (8*N*tokens with recompute) / seconds / peak."""
     _, hardware = training_flops(n_params, tokens, recompute_forward)
     return utilization(hardware, seconds, peak_flops)
+# END SOLUTION
 
 
 def linear_intensity(batch: int, d_in: int, d_out: int, dtype_bytes: int = 2) -> float:

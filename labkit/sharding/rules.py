@@ -56,6 +56,7 @@ def parse_equation(equation: str) -> tuple[str, str, str]:
     return m.group(1), m.group(2), m.group(3)
 
 
+# BEGIN SOLUTION (labkit's checked rule: it answers einsum_placement)
 def einsum_placement(equation: str, a: str, b: str) -> str | None:
     """The output's placement along one mesh dimension for einsum ``equation`` with operands
     placed ``a`` and ``b`` there, or None when an operand must be redistributed (module docstring)."""
@@ -76,8 +77,10 @@ def einsum_placement(equation: str, a: str, b: str) -> str | None:
         return None
     x = xa or xb
     return f"S({out.index(x)})" if x in out else "P"
+# END SOLUTION
 
 
+# BEGIN SOLUTION (the rule on every mesh dimension)
 def propagate(equation: str, a: tuple, b: tuple) -> tuple | None:
     """`einsum_placement` on every mesh dimension: the output's placements, or None if any needs
     a redistribution. ``a`` and ``b``: one placement per mesh dimension."""
@@ -85,6 +88,7 @@ def propagate(equation: str, a: tuple, b: tuple) -> tuple | None:
         raise ValueError(f"propagate: a and b need one placement per mesh dimension, got {a} and {b}")
     out = tuple(einsum_placement(equation, pa, pb) for pa, pb in zip(a, b))
     return None if None in out or not cuts_line_up(equation, a, b) else out
+# END SOLUTION
 
 
 def cuts_line_up(equation: str, a: tuple, b: tuple) -> bool:
@@ -101,3 +105,41 @@ def cuts_line_up(equation: str, a: tuple, b: tuple) -> bool:
 def _cuts(letters: str, placements: tuple, x: str) -> list[int]:
     """The mesh dimensions (in order) along which the operand with ``letters`` cuts letter ``x``."""
     return [d for d, p in enumerate(placements) if parse_placement(p)[0] == "S" and letters[parse_placement(p)[1]] == x]
+
+
+def _einsum_placement(equation, a, b):
+    """The placement of ``torch.einsum(equation, A, B)`` along one mesh dimension, or None.
+
+    equation: two operands and an explicit output, letters only, e.g. "mk,kn->mn" or
+    "bmk,bkn->bmn". a, b: the operands' placements along this mesh dimension, each "R"
+    (replicated), "P" (partial sums) or "S(i)" (dimension i cut into pieces). Return the
+    output's placement ("R", "P" or "S(i)") when DTensor can compute it with no communication,
+    and None when an operand must first be redistributed (a collective).
+
+    Rules: R with R is R. P with R (either order) is P. An operand cut along letter x, with the
+    other cut along the same letter or replicated (a replicated operand can cut itself locally,
+    for free), gives S(position of x in the output), or P if x is summed away. Everything else
+    (cuts along different letters, P with S, P with P) is None.
+    """
+    # BEGIN SOLUTION
+    # HINT: parse 'ab,bc->ac'; replicated with replicated stays replicated, a partial sum times a
+    # HINT: replicated operand stays partial; a sharded letter survives if it is in the output, else the
+    # HINT: contraction over it leaves a partial sum; two different sharded letters need a redistribution.
+    lhs, rest = equation.replace(" ", "").split(",")
+    rhs, out = rest.split("->")
+
+    def letter(p, letters):
+        return letters[int(p[2:-1])] if p.startswith("S(") else None
+
+    if a == "R" and b == "R":
+        return "R"
+    if {a, b} == {"P", "R"}:
+        return "P"
+    if "P" in (a, b):
+        return None
+    xa, xb = letter(a, lhs), letter(b, rhs)
+    if xa is not None and xb is not None and xa != xb:
+        return None
+    x = xa or xb
+    return f"S({out.index(x)})" if x in out else "P"
+    # END SOLUTION

@@ -96,6 +96,7 @@ def _split(x: torch.Tensor, dim: int, group=None) -> torch.Tensor:
     return x.chunk(dist.get_world_size(group), dim=dim)[dist.get_rank(group)].contiguous()
 
 
+# BEGIN SOLUTION (labkit's f and g: the group in force, each collective recorded)
 class _CopyToTP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
@@ -115,6 +116,7 @@ class _ReduceFromTP(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+# END SOLUTION
 
 
 class _GatherLast(torch.autograd.Function):
@@ -161,6 +163,7 @@ class _AllGatherSeq(torch.autograd.Function):
         return _reduce_scatter(grad, 1, "backward", ctx.group)
 
 
+# BEGIN SOLUTION (labkit's f and g)
 def copy_to_tp(x: torch.Tensor) -> torch.Tensor:
     """Megatron's f: identity forward, all-reduce backward."""
     return _CopyToTP.apply(x)
@@ -169,6 +172,7 @@ def copy_to_tp(x: torch.Tensor) -> torch.Tensor:
 def reduce_from_tp(x: torch.Tensor) -> torch.Tensor:
     """Megatron's g: all-reduce forward, identity backward."""
     return _ReduceFromTP.apply(x)
+# END SOLUTION
 
 
 def gather_last(x: torch.Tensor) -> torch.Tensor:
@@ -191,3 +195,58 @@ def all_gather_seq(x: torch.Tensor) -> torch.Tensor:
     """Sequence parallelism's f: all-gather along dim 1 forward; reduce-scatter backward.
     x: (B, T/t, h) -> (B, T, h)."""
     return _AllGatherSeq.apply(x)
+
+
+# Lab 07's exercises: f and g on the default group, nothing recorded.
+# BEGIN SOLUTION
+class _PlainCopyToTP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad
+
+
+class _PlainReduceFromTP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+# END SOLUTION
+
+
+def _copy_to_tp(x):
+    """Megatron's f: return x unchanged in forward; in backward, all-reduce (sum) the gradient.
+
+    x: a tensor, the same on every rank (a replicated activation entering a split region).
+    Write it as a torch.autograd.Function (forward / backward static methods) and return
+    ``YourFunction.apply(x)``.
+    """
+    # BEGIN SOLUTION
+    # HINT: a torch.autograd.Function whose static forward returns the input as a new view
+    # HINT: (x.view_as(x)) and whose backward all-reduces a clone of the gradient (dist.all_reduce).
+    return _PlainCopyToTP.apply(x)
+    # END SOLUTION
+
+
+def _reduce_from_tp(x):
+    """Megatron's g: in forward, return the sum of x over all ranks; in backward, pass the
+    gradient through unchanged.
+
+    x: a tensor of the same shape on every rank (each rank's partial result). Do not modify x
+    in place (clone before dist.all_reduce). Write it as a torch.autograd.Function.
+    """
+    # BEGIN SOLUTION
+    # HINT: the mirror image of copy_to_tp: the all-reduce (of a clone) moves to forward, and
+    # HINT: backward passes the gradient through.
+    return _PlainReduceFromTP.apply(x)
+    # END SOLUTION

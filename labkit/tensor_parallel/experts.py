@@ -149,6 +149,7 @@ def moe_reference(moe: MoE, x: torch.Tensor, groups: int = 1):
 
 # --------------------------------------------------------------------------- router balance
 
+# BEGIN SOLUTION (labkit's checked loss, shown in Lab 14: lab14_long_context)
 def load_balancing_loss(router_logits: torch.Tensor, top_k: int = 1) -> torch.Tensor:
     """Switch Transformer's auxiliary load-balancing loss (Fedus et al. 2021), E · Σᵢ fᵢ · Pᵢ.
 
@@ -169,6 +170,7 @@ def load_balancing_loss(router_logits: torch.Tensor, top_k: int = 1) -> torch.Te
     counts = torch.bincount(chosen.reshape(-1), minlength=experts).to(probs.dtype)   # (E,) choices
     f = counts / (tokens * top_k)                                               # (E,), sums to 1
     return experts * (f * probs.mean(dim=0)).sum()
+# END SOLUTION
 
 
 def router_z_loss(router_logits: torch.Tensor) -> torch.Tensor:
@@ -253,3 +255,24 @@ class ExpertParallelMoE(nn.Module):
 def all_to_all_bytes(cfg: MoEConfig, tokens: int, world: int, itemsize: int) -> int:
     """Bytes one rank sends in one all-to-all: (P−1) blocks of E/P · capacity · h elements."""
     return (world - 1) * (cfg.experts // world) * cfg.capacity(tokens) * cfg.hidden * itemsize
+
+
+def _load_balancing_loss(router_logits, top_k=1):
+    """Switch Transformer's auxiliary load-balancing loss, E * sum_i f_i * P_i.
+
+    router_logits: (T, E) float, one row per token, one column per expert. With the router's
+    probabilities softmax(router_logits) (per row) and each token's top_k experts by
+    probability: f_i is the fraction of all T * top_k choices that went to expert i (a count,
+    through which no gradient flows) and P_i the mean over the T tokens of the probability of
+    expert i. Return the scalar E * sum_i f_i * P_i (1 for a perfectly uniform router); its
+    gradient flows through P into router_logits.
+    """
+    # BEGIN SOLUTION
+    # HINT: E times the sum over experts of f_i·P_i: P_i from torch.softmax averaged over tokens,
+    # HINT: f_i from counting the top-k choices (torch.topk, torch.bincount), which carry no gradient.
+    tokens, experts = router_logits.shape
+    probs = torch.softmax(router_logits, dim=-1)
+    chosen = probs.topk(top_k, dim=-1).indices
+    f = torch.bincount(chosen.reshape(-1), minlength=experts).to(probs.dtype) / (tokens * top_k)
+    return experts * (f * probs.mean(dim=0)).sum()
+    # END SOLUTION

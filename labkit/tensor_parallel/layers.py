@@ -70,6 +70,7 @@ def _check_width(fn: str, x: torch.Tensor, width: int) -> None:
         raise ValueError(f"{fn}: input has {x.shape[-1]} features in its last dim, this rank expects {width}")
 
 
+# BEGIN SOLUTION (labkit's split layers: they answer column_parallel_linear and row_parallel_linear)
 class ColumnParallelLinear(nn.Module):
     """This rank's output features of a linear layer: weight (out/t, in), bias (out/t,)."""
 
@@ -118,3 +119,32 @@ class RowParallelLinear(nn.Module):
         _check_width("RowParallelLinear", x, self.weight.shape[1])
         y = reduce(F.linear(x, self.weight))                        # partial sums added over ranks
         return y if self.bias is None else y + self.bias
+# END SOLUTION
+
+
+def column_parallel_linear(x, weight, bias):
+    """This rank's output features of y = x·Wᵀ + b.
+
+    x: (..., in), the same on every rank; weight: (out/t, in), this rank's rows of W; bias:
+    (out/t,), this rank's part of b. Returns (..., out/t). The gradient reaching x must be the
+    full one (every rank's part added up): pass x through your copy_to_tp first.
+    """
+    # BEGIN SOLUTION
+    # HINT: every rank holds all of x, so x enters through your f (copy_to_tp), then one
+    # HINT: torch.nn.functional.linear with this rank's rows of W and b.
+    return torch.nn.functional.linear(copy_to_tp(x), weight, bias)
+    # END SOLUTION
+
+
+def row_parallel_linear(x, weight, bias):
+    """The whole y = x·Wᵀ + b from input features split over ranks.
+
+    x: (..., in/t), this rank's input features; weight: (out, in/t), this rank's columns of W;
+    bias: (out,), the whole bias (the same on every rank). Returns (..., out), the same on every
+    rank: the ranks' partial products summed with your reduce_from_tp, the bias added once.
+    """
+    # BEGIN SOLUTION
+    # HINT: each rank's product covers only its input features: add the partial products over
+    # HINT: ranks with your g (reduce_from_tp); the bias is whole, so add it after the sum.
+    return reduce_from_tp(torch.nn.functional.linear(x, weight)) + bias
+    # END SOLUTION

@@ -16,6 +16,7 @@ from __future__ import annotations
 from labkit.checks import check_int, check_real
 
 
+# BEGIN SOLUTION (labkit's checked count: it answers model_state_bytes)
 def model_state_bytes(num_params: float, world_size: int, stage: int, param_bytes: float = 2,
                       grad_bytes: float = 2, optimizer_bytes: float = 12) -> float:
     """Bytes of model states one rank holds: with p, g, k bytes per parameter and Ψ parameters on
@@ -29,6 +30,25 @@ def model_state_bytes(num_params: float, world_size: int, stage: int, param_byte
     k = check_real(fn, "optimizer_bytes", optimizer_bytes)
     sharded = {0: 0.0, 1: k, 2: g + k, 3: p + g + k}[stage]
     return (p + g + k - sharded) * psi + sharded * psi / n
+# END SOLUTION
+
+
+def _model_state_bytes(num_params, world_size, stage, param_bytes=2, grad_bytes=2, optimizer_bytes=12):
+    """Bytes of parameters + gradients + optimizer states one rank holds.
+
+    num_params: Ψ, the number of parameters; world_size: N data-parallel ranks; stage: 0 (plain
+    data parallelism: everything replicated), 1 (optimizer states sharded over the N ranks),
+    2 (gradients too), 3 (parameters too). param_bytes, grad_bytes, optimizer_bytes: bytes per
+    parameter of each (mixed-precision Adam: 2, 2 and 12 — fp32 master copy, m and v).
+    Return a float. Example: Ψ = 7.5e9, N = 64, stage 1 -> 4Ψ + 12Ψ/64 = 31.40625e9.
+    """
+    # BEGIN SOLUTION
+    # HINT: start from everything replicated, (p + g + k)·Ψ, and divide by N the kinds of bytes
+    # HINT: each stage shards: optimizer states from stage 1, gradients from 2, parameters at 3.
+    p, g, k = param_bytes, grad_bytes, optimizer_bytes
+    sharded = [0, k, g + k, p + g + k][stage]
+    return float((p + g + k - sharded) * num_params + sharded * num_params / world_size)
+    # END SOLUTION
 
 
 def reduction(world_size: int, stage: int, **bytes_per_param) -> float:

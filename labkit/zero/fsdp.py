@@ -61,6 +61,7 @@ from labkit.checks import check_same_on_ranks, module_tensors
 from labkit.zero.comm import (all_gather_flat, all_gather_flat_async, all_reduce_, broadcast_from_rank0_,
                               reduce_scatter_flat)
 from labkit.zero.flat import FlatLayout
+from labkit.zero.optimizer import _padded   # the answer to fsdp_linear pads dW as zero1_step does
 
 
 def shard_if_matrix(name: str, param: torch.Tensor) -> bool:
@@ -109,6 +110,7 @@ class _GatherParams(torch.autograd.Function):
         return None, None, None, None
 
 
+# BEGIN SOLUTION (labkit's FSDP: it answers fsdp_linear)
 class FSDP(nn.Module):
     """Fully sharded data parallelism (ZeRO-3); see the module docstring."""
 
@@ -406,9 +408,60 @@ class FSDP(nn.Module):
                                  f"{tuple(src.shape)}, this rank holds {tuple(dst.shape)}")
             dst.copy_(src)
             g.master.detach()[dst.numel():].zero_()
+# END SOLUTION
 
 
 def _in_module_list(model: nn.Module) -> Callable[[str, nn.Module], bool]:
     """The default units: every element of an nn.ModuleList (a transformer's blocks)."""
     lists = {name for name, m in model.named_modules() if isinstance(m, nn.ModuleList)}
     return lambda name, module: bool(name) and name.rpartition(".")[0] in lists
+
+
+# BEGIN SOLUTION
+def _gather_weight(shard, out_features, in_features):
+    n = dist.get_world_size()
+    full = torch.empty(n * shard.numel(), dtype=shard.dtype, device=shard.device)
+    dist.all_gather_single(full, shard.detach().contiguous())
+    return full[:out_features * in_features].view(out_features, in_features)
+
+
+class _FSDPLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, shard, bias, out_features, in_features):
+        w = _gather_weight(shard, out_features, in_features)           # (out, in), freed on return
+        ctx.save_for_backward(x, shard)
+        ctx.sizes = (out_features, in_features)
+        return x @ w.t() + bias
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, shard = ctx.saved_tensors
+        out_features, in_features = ctx.sizes
+        w = _gather_weight(shard, out_features, in_features)           # gathered again
+        n = dist.get_world_size()
+        dw = _padded(dy.t() @ x, n * shard.numel())                     # (P',)
+        dshard = torch.empty_like(shard)
+        dist.reduce_scatter_single(dshard, dw)
+        return dy @ w, dshard, dy.sum(0), None, None
+# END SOLUTION
+
+
+def fsdp_linear(x, weight_shard, bias, out_features, in_features):
+    """y = x·Wᵀ + b, where W lives sharded: FSDP's gather → compute → free, in both passes.
+
+    x: (B, in_features), this rank's input; weight_shard: (P'/N,) with requires_grad, this
+    rank's shard of W (out_features, in_features) flattened row by row and padded with zeros to
+    P' = ceil(out·in/N)·N elements; bias: (out_features,), the same on every rank.
+    Return y: (B, out_features). Write a torch.autograd.Function:
+    - forward: all-gather the full padded W, compute y, and keep for backward only x and what
+      you were given — NOT the full W (it must be freed when forward returns);
+    - backward: all-gather W again, compute dx = dy·W and dW = dyᵀ·x, flatten and pad dW, and
+      reduce-scatter it (sum over ranks) into the gradient of weight_shard; the gradient of
+      bias is dy summed over the batch (no communication).
+    """
+    # BEGIN SOLUTION
+    # HINT: a torch.autograd.Function; ctx.save_for_backward only x and the shard; gather W with
+    # HINT: dist.all_gather_single in forward and again in backward; pad dyᵀ·x and
+    # HINT: dist.reduce_scatter_single it into the shard's gradient.
+    return _FSDPLinear.apply(x, weight_shard, bias, out_features, in_features)
+    # END SOLUTION

@@ -39,6 +39,7 @@ one that looks at a whole tensor (LAMB's trust ratio, Shampoo) would see shards 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -69,6 +70,7 @@ class Bucket:
     pending: list = field(default_factory=list)  # stage 2: (work, out, flat input kept alive)
 
 
+# BEGIN SOLUTION (labkit's ZeRO-1/2 optimizer: it answers zero1_step)
 class ShardedOptimizer(torch.optim.Optimizer):
     """ZeRO-1 (``stage=1``) or ZeRO-2 (``stage=2``); see the module docstring."""
 
@@ -180,3 +182,51 @@ class ShardedOptimizer(torch.optim.Optimizer):
     def padded_numel(self) -> int:
         """Σ over buckets of Ψ'_b: the sharded elements (this rank holds padded_numel / N of them)."""
         return sum(b.layout.padded for b in self.buckets)
+# END SOLUTION
+
+
+# BEGIN SOLUTION
+def _padded(t, total):
+    """t (P,) followed by zeros up to ``total`` elements."""
+    return torch.cat([t.reshape(-1), t.new_zeros(total - t.numel())])
+# END SOLUTION
+
+
+def zero1_step(param, grad, state, lr, momentum):
+    """One ZeRO-1 step of SGD with momentum on this rank; ``param`` is updated in place.
+
+    param: (P,) float64, the flat parameters, the same on every rank.
+    grad: (P,) float64, this rank's gradient (of the mean loss over its own slice of the batch).
+    state: a dict this rank keeps from call to call (empty at the first call). Keep in it only
+        this rank's shard of the momentum buffer: P'/N numbers, not P (the grader counts the
+        elements of the tensors stored directly in ``state``).
+    lr, momentum: floats. The update is torch.optim.SGD's, on the gradient averaged over ranks:
+        v = momentum·v + g_mean  (v starts at g_mean),  p = p − lr·v.
+    Sharding: pad P to P' = ceil(P/N)·N elements (zeros at the end); rank r owns elements
+    [r·P'/N, (r+1)·P'/N) of the padded vector.
+    1. reduce-scatter the padded gradient (sum), divide by N: your shard of g_mean;
+    2. update your shard of v and of the parameters;
+    3. all-gather the updated shards into the padded parameters and copy the first P back into
+       ``param``.
+    No all-reduce: ZeRO-1 moves what DDP moves, as a reduce-scatter plus an all-gather.
+    """
+    # BEGIN SOLUTION
+    # HINT: pad, then dist.reduce_scatter_single into a shard-sized torch.empty and divide by N;
+    # HINT: keep only that shard's momentum in state; update your shard of the padded parameters;
+    # HINT: dist.all_gather_single them back and copy the first P into param under torch.no_grad().
+    n, r = dist.get_world_size(), dist.get_rank()
+    size = math.ceil(param.numel() / n)                    # P'/N
+    lo, hi = r * size, (r + 1) * size
+    g_shard = torch.empty(size, dtype=grad.dtype, device=grad.device)
+    dist.reduce_scatter_single(g_shard, _padded(grad, n * size))
+    g_shard /= n                                           # the mean over ranks
+    if "momentum" not in state:
+        state["momentum"] = g_shard.clone()
+    else:
+        state["momentum"].mul_(momentum).add_(g_shard)
+    full = _padded(param.detach(), n * size)               # (P',)
+    mine = full[lo:hi] - lr * state["momentum"]
+    dist.all_gather_single(full, mine)
+    with torch.no_grad():
+        param.copy_(full[:param.numel()])
+    # END SOLUTION

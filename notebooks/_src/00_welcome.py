@@ -165,6 +165,7 @@ for which in ("exercises", "solutions"):
 # | 04 | Triton kernels: add, fused softmax, tiled matmul, layer norm, fused attention |
 # | 05 | collectives: the seven primitives, ring / tree / recursive doubling, α–β model |
 # | 06 | data parallelism: DDP from scratch, buckets, overlap, the parameter server |
+# | 06b | data parallelism, part 2: scaling laws, large batches, compression, convergence |
 # | 07 | tensor parallelism: Megatron layers, vocabulary-parallel loss, sequence and expert parallelism |
 # | 08 | pipeline parallelism: GPipe, 1F1B, interleaving, simulator and real executor |
 # | 09 | memory: where a step's bytes go, checkpointing, accumulation, mixed precision, offload, quantization |
@@ -174,7 +175,7 @@ for which in ("exercises", "solutions"):
 # | 13 | ML compilers: graphs and autodiff, torch.fx passes, inside torch.compile, autotuning |
 # | 14 | long sequences (ring attention, Ulysses), sharding specs on a device mesh, MoE router balance |
 #
-# A good order: 00–05, then 13 (it builds on Labs 01–04), then 06–10, then 14 (it builds on Labs
+# A good order: 00–05, then 13 (it builds on Labs 01–04), then 06, 06b, 07–10, then 14 (it builds on Labs
 # 05, 07 and 10), then 11–12.
 #
 # **Summary.** `labkit.env.report()` tells you what you are running on; `labkit.dist.launch` runs

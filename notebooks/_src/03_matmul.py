@@ -680,12 +680,9 @@ print(gm.host_device())
 # all of it fits: its warps (an H100 SM has 64 warp slots), its registers (65,536 per SM, given
 # out per warp in units of 256) and its shared memory (up to 228 KiB per SM, plus 1 KiB reserved
 # per block); and at most 32 blocks. `labkit.gpu_model.occupancy` does the arithmetic of CUDA's
-# occupancy calculator:
-
-# %%
-show(Oc.occupancy)
-
-# %% [markdown]
+# occupancy calculator (you write it yourself in section 11.5; labkit's is printed after that
+# exercise).
+#
 # **Predict first:** blocks of 256 threads, each thread using 64 registers, no shared memory. How
 # many warps can one H100 SM keep resident? And with 128 registers per thread?
 
@@ -975,8 +972,8 @@ claim("without it, the simulator reports a race between two threads of a block",
 # %% [markdown]
 # ### Exercise: `tiled_matmul`
 #
-# Write the kernel in `exercises/lab03_matmul.py` (its docstring is the specification; `TILE = 8`
-# is defined there). The cell below runs your kernel in the simulator on a 13 × 10 by 10 × 19
+# Write the kernel in `exercises/lab03_matmul.py` (its docstring is the specification; the file imports
+# `TILE = 8` from labkit). The cell below runs your kernel in the simulator on a 13 × 10 by 10 × 19
 # product, with your global loads next to the formula, then grades it. A missing barrier is a
 # race here even when C comes out right.
 
@@ -1095,6 +1092,12 @@ claim("48 KiB of shared memory per block allows 4 blocks, whatever the registers
 
 # %%
 check_your_work("lab03_matmul", "blocks_per_sm", picture=cl.picture("blocks_per_sm"))
+
+# %% [markdown]
+# labkit's calculator, to compare with yours (it also checks its arguments and returns every limit):
+
+# %%
+show(Oc.occupancy)
 
 # %% [markdown]
 # **Waves.** A grid of G blocks on S SMs with b resident blocks each runs in ⌈G / (S·b)⌉ rounds

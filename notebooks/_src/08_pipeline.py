@@ -613,11 +613,22 @@ display(HTML(figure_to_html(V.gantt(dp, "DualPipe PP=4 m=8 (virtual stage 0: ent
 # only slices ≤ j, so stage s can run slice j as soon as stage s−1 has passed it on and stage s
 # has finished slice j−1 (whose keys and values it attends to). A later slice costs more: it
 # attends over a longer prefix. With K equal stages the latency is Σ t_j + (K−1)·max t_j; many
-# small slices shrink the second term but pay a per-slice overhead each. The paper chooses the
-# slicing by dynamic programming over a bound t_max on the slice time:
+# small slices shrink the second term but pay a per-slice overhead each. Which slicing is best?
+# A sequence of L blocks has 2^(L−1) slicings: a million for L = 21, far too many to try for a
+# real sequence. The paper chooses the slicing by dynamic programming.
+#
+# ### Exercise: `optimal_slicing`
+#
+# In `exercises/lab08_pipeline.py`, write `optimal_slicing(seq_len, num_stages, cost)`: given the
+# cost model `cost(length, context)` of one slice on one stage (here `terapipe.SliceCost`:
+# overhead + per_token·length + per_pair·(the causal query-key pairs)), return the least latency
+# and a slicing that has it. The sum Σ t_j alone would split into independent choices over
+# prefixes of the sequence; the max term is what couples the slices. The check compares your
+# latency with brute force over all slicings (L = 10) and with ours (L = 16, 32), and the latency
+# your slices really take with the one you return; all times are exact fractions.
 
 # %%
-show(terapipe.optimal_slicing)
+check_your_work("lab08_pipeline", "optimal_slicing", picture=lab.picture("optimal_slicing"))
 
 # %% [markdown]
 # **Predict first:** a sequence of L = 32 blocks of tokens on K = 8 stages. Will the best slices
@@ -641,7 +652,16 @@ claim("its slices shrink along the sequence", all(list(map(int, s.split())) == s
 # Slicing at all is the big win (32 blocks on 8 stages: about 3.4 × faster than the whole
 # sequence); the DP's gain over the best equal slicing is a few per cent here. Its slices shrink
 # along the sequence, so that the late slices, which see the longest prefix, do not set max t_j.
-#
+
+# %% [markdown]
+# Ours, for comparison (after your check): a bound t_max on every slice's time fixes the max term,
+# and what is left is a shortest path over prefixes of the sequence; only the distinct slice times
+# need trying as the bound.
+
+# %%
+show(terapipe._optimal_slicing)
+
+# %% [markdown]
 # ### 8.4 Asynchronous pipelines: no flush, stale weights
 #
 # AMPNet (Gaunt et al., 2017) and PipeMare (Yang et al., 2021) drop the flush: each stage applies
@@ -786,6 +806,6 @@ claim("stashing or correcting does not save it; lr / tau throughout does",
 #   steps diverge unless the most delayed stages take smaller ones.
 #
 # **Exercises** (in `exercises/lab08_pipeline.py`): the 1F1B generator `schedule_1f1b`, the
-# bubble formula `bubble_fraction`, and `stage_backward`, the receive–backward–send of one stage
-# that the executor calls; each has a "check your work" cell above. Grade all three with `python -m labkit.grade --lab 08` (or
-# `make grade LAB=08`).
+# bubble formula `bubble_fraction`, `stage_backward`, the receive–backward–send of one stage
+# that the executor calls, and TeraPipe's `optimal_slicing` (§8.3); each has a "check your work"
+# cell above. Grade all four with `python -m labkit.grade --lab 08` (or `make grade LAB=08`).

@@ -36,7 +36,7 @@ import labkit
 from labkit.claims import claim, claim_between, claim_close
 from labkit.compiler import (aot, autotune, cuda_graphs, differentiation, fx_cases, inside_compile, landscape,
                              lab, rewrite_search)
-from labkit.compiler.autodiff import jacobian_race
+from labkit.compiler.autodiff import jacobian_race, vjp
 from labkit.compiler.fx_measure import count_launches
 from labkit.compiler.fx_passes import dead_code_elimination
 from labkit.grading.check import check_your_work
@@ -133,6 +133,30 @@ claim("the one-pass mode is the faster one in both cases", race.column("faster")
       f"{race.rows[0][5] / race.rows[0][4]:.0f}x and {race.rows[1][4] / race.rows[1][5]:.0f}x")
 
 # %% [markdown]
+# ### Exercise 1: `vjp`
+#
+# In `exercises/lab13_compilers.py`, write the backward rules of eight operations. Its docstring
+# gives only each op's *forward* definition — `a / b`, `tanh a`, `a @ b`, a sum over one axis, ...
+# — so each rule is yours to derive with the chain rule: for an elementwise op, ∂L/∂a is ∂L/∂out
+# times the local derivative; for `a @ b`, write one element of the output as a sum and ask which
+# elements of `a` and `b` it reads; for a sum, which output element each input element fed.
+#
+# The check below does not compare your rules with ours. It tests each against the definition of
+# a derivative: for a random upstream gradient ḡ and a random direction v of one input,
+# φ(s) = ⟨ḡ, f(x + s·v)⟩ has φ′(0) = ⟨∂L/∂x, v⟩ when the rule is right, and the central
+# difference (φ(h) − φ(−h)) / 2h estimates φ′(0) in float64 with h = 10⁻⁵ (near the best step
+# ε^(1/3) found above). That estimate is good to about 10⁻⁹ here (truncation ≈ h², rounding ≈ ε/h,
+# times the size of f's derivatives), so the check accepts a relative difference below 10⁻⁶; a
+# wrong rule — a lost sign, factor or transpose — is off by order 1. Then the grader compares your
+# rules with ours to 10⁻¹² on its own inputs.
+
+# %%
+check_your_work("lab13_compilers", "vjp", picture=lab.picture("vjp"))
+fd_ours = lab.vjp_picture(vjp)
+worst = max(float(r[4]) for r in fd_ours.rows)
+claim_between("our rules agree with central differences to about 1e-9", worst, 0, 1e-8)
+
+# %% [markdown]
 # ## 3. Graph rewrites on torch.fx
 #
 # `torch.fx.symbolic_trace` turns a module into a graph of nodes; a *pass* rewrites it. Each pass
@@ -206,6 +230,37 @@ theirs_ok = torch.equal(fx_cases.run(theirs, args)[0], want)
 ours_ok = torch.equal(fx_cases.run(dead_code_elimination(gm), args)[0], want)
 claim("fx's eliminate_dead_code drops the in-place op and changes the output", not theirs_ok, "torch.equal: False")
 claim("ours keeps it, and the output", ours_ok, "torch.equal: True")
+
+# %% [markdown]
+# ### Exercise 2: `dead_code_elimination`
+#
+# Remove unused nodes — but not those with side effects.
+
+# %%
+check_your_work("lab13_compilers", "dead_code_elimination", picture=lab.picture("dead_code_elimination"))
+
+# %% [markdown]
+# Ours, for comparison (after your check, not before):
+
+# %%
+show(dead_code_elimination)
+
+# %% [markdown]
+# ### Exercise 3: `constant_folding`
+#
+# Compute once what depends only on constants (buffers, not trainable parameters).
+
+# %%
+check_your_work("lab13_compilers", "constant_folding", picture=lab.picture("constant_folding"))
+
+# %% [markdown]
+# ### Exercise 4: `common_subexpression_elimination`
+#
+# Merge repeated computations — only when arguments, keyword arguments and literal types all match.
+
+# %%
+check_your_work("lab13_compilers", "common_subexpression_elimination",
+                picture=lab.picture("common_subexpression_elimination"))
 
 # %% [markdown]
 # **A rewrite search.** TASO (Jia et al., 2019) finds its rewrite rules in two steps. It enumerates
@@ -312,7 +367,35 @@ for fixed in (inside_compile.fixed_fn, inside_compile.fixed_fn_cond):
 # under way and nothing is broken; Python just runs it. The fixed versions compute both branches
 # and select with `torch.where`, or keep the branch as a branch with `torch.cond`, and leave the
 # print out; one graph each.
+
+# %% [markdown]
+# ### Exercise 5: `clip_without_breaks`
 #
+# `clip_by_norm` scales a tensor down to a given norm when it is larger (the rule of gradient
+# clipping), logs the norm and centres the result, written as eager code is written:
+#
+# **Predict first:** how many graphs and breaks will `torch._dynamo.explain` report for it?
+
+# %%
+show(inside_compile.clip_by_norm)
+with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):   # clip_by_norm logs the norm
+    clip = inside_compile.graph_breaks(inside_compile.clip_by_norm, torch.randn(16) * 3, 1.0)
+print(f"{clip.graphs} graphs, {clip.breaks} break: {clip.reasons[0][0][:60]}")
+claim("clip_by_norm: two graphs and one break, at .item()", (clip.graphs, clip.breaks) == (2, 1)
+      and "item" in clip.reasons[0][0], f"{clip.graphs} graphs")
+
+# %% [markdown]
+# One break, at `.item()`: the norm leaves the graph as a Python float, so the `print` and the `if`
+# on that float run as plain Python, and a second graph starts at the multiply. In
+# `exercises/lab13_compilers.py`, write `clip_without_breaks(x, max_norm)`: the same values, one
+# graph, no break. The check shows what `explain` finds in your function; the grader also compiles
+# it with `fullgraph=True` (which refuses any break) and compares both outputs with
+# `clip_by_norm`'s on inputs above and below the norm, an all-zero one among them.
+
+# %%
+check_your_work("lab13_compilers", "clip_without_breaks", picture=lab.picture("clip_without_breaks"))
+
+# %% [markdown]
 # ### AOTAutograd: one graph for forward and backward
 #
 # Dynamo hands its forward graph to AOTAutograd, which traces autograd's backward through it,
@@ -525,50 +608,12 @@ if cuda_graphs.available():
 display(Markdown(landscape.table()))
 
 # %% [markdown]
-# ## 7. Exercises
+# ## 7. One more exercise, from Lab 03's GPU model
 #
-# ### Exercise 1: `vjp`
+# ### Exercise 6: `transactions`
 #
-# In `exercises/lab13_compilers.py`, the backward rules of eight operations.
-
-# %%
-check_your_work("lab13_compilers", "vjp", picture=lab.picture("vjp"))
-
-# %% [markdown]
-# ### Exercise 2: `dead_code_elimination`
-#
-# Remove unused nodes — but not those with side effects.
-
-# %%
-check_your_work("lab13_compilers", "dead_code_elimination", picture=lab.picture("dead_code_elimination"))
-
-# %% [markdown]
-# Ours, for comparison:
-
-# %%
-show(dead_code_elimination)
-
-# %% [markdown]
-# ### Exercise 3: `constant_folding`
-#
-# Compute once what depends only on constants (buffers, not trainable parameters).
-
-# %%
-check_your_work("lab13_compilers", "constant_folding", picture=lab.picture("constant_folding"))
-
-# %% [markdown]
-# ### Exercise 4: `common_subexpression_elimination`
-#
-# Merge repeated computations — only when arguments, keyword arguments and literal types all match.
-
-# %%
-check_your_work("lab13_compilers", "common_subexpression_elimination",
-                picture=lab.picture("common_subexpression_elimination"))
-
-# %% [markdown]
-# ### Exercise 5: `transactions`
-#
-# The memory transactions of one warp's access (Lab 03's GPU execution model).
+# The memory transactions of one warp's access (Lab 03's GPU execution model): what a compiler's
+# choice of loop order and layout decides on a GPU.
 
 # %%
 check_your_work("lab13_compilers", "transactions", picture=lab.picture("transactions"))
@@ -657,6 +702,7 @@ claim("Problem 4: stride 3 needs 3 transactions of 128 B", transactions(strided_
 # * Over 100 seeds, a learned cost model gets closer to the best tile sizes than random search
 #   for the same number of measurements; one or a few seeds cannot show it.
 #
-# **Exercises** (in `exercises/lab13_compilers.py`): `vjp`, `dead_code_elimination`,
-# `constant_folding`, `common_subexpression_elimination`, `transactions`; grade them with
+# **Exercises** (in `exercises/lab13_compilers.py`): `vjp` (§2), `dead_code_elimination`,
+# `constant_folding`, `common_subexpression_elimination` (§3), `clip_without_breaks` (§4),
+# `transactions` (§7); grade them with
 # `python -m labkit.grade --lab 13`.

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
 TOKEN = "labkit-browser-tier"
 BENIGN_CONSOLE = ("favicon", "Failed to load resource: the server responded with a status of 404",
                   "announcements", "jupyterlab_pygments")

@@ -22,15 +22,15 @@ compared with the occupancy rules on random cases and on cases where each limit 
 import numpy as np
 import pytest
 
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 
 POLICY = Policy(
     labkit_allowed=frozenset({"labkit.matmul.Traffic", "labkit.matmul.TwoLevelTraffic", "labkit.matmul.cdiv",
                               "labkit.matmul.traffic.Traffic", "labkit.matmul.traffic.TwoLevelTraffic",
-                              "labkit.matmul.traffic.cdiv", "labkit.gpu_model.cuda_sim.cuda"}),
-    references=tuple(f"labkit.matmul.traffic.{n}" for n in ("naive", "cache_tiled", "register_tiled", "tiled"))
-    + ("labkit.gpu_model.cuda_kernels.matmul_tiled", "labkit.gpu_model.cuda_kernels.block_sum",
-       "labkit.gpu_model.cuda_kernels.block_partials", "labkit.gpu_model.occupancy.occupancy"))
+                              "labkit.matmul.traffic.cdiv", "labkit.gpu_model.cuda_sim.cuda",
+                              "labkit.gpu_model.cuda_kernels.TILE", "labkit.gpu_model.cuda_kernels.BLOCK"}),
+    references=references("lab03_matmul"))
 
 
 def random_cases(seed, n=12):

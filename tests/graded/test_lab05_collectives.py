@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from labkit.collectives import chunk_bounds
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 
 WORLD_SIZES = (1, 2, 3, 4)
@@ -20,11 +21,7 @@ POLICY = Policy(
                                                                   "exchange")} |
                              {"labkit.collectives.stats.CommStats", "labkit.collectives.chunking.chunk_bounds",
                               "labkit.collectives.chunking.chunk_sizes", "labkit.collectives.p2p.exchange"}),
-    references=("labkit.collectives.ring.ring_reduce_scatter_chunks", "labkit.collectives.ring.ring_all_gather_chunks",
-                "labkit.collectives.ring.ring_all_reduce", "labkit.collectives.ring.ring_reduce_scatter",
-                "labkit.collectives.ring.ring_all_gather", "labkit.collectives.tree.tree_broadcast",
-                "labkit.collectives.tree.tree_reduce",
-                "labkit.collectives.recursive.recursive_doubling_all_reduce"),
+    references=references("lab05_collectives"),
     forbid_collectives=True)
 
 

@@ -5,7 +5,12 @@ seeded random inputs (integers: no rounding). data_parallel_hooks trains a small
 with a tied weight and a frozen layer on 1-3 real gloo ranks in the submission's sandboxed worker
 (labkit.grading.harness.lab06_ddp); the judge trains the same model in one process on the whole
 batch. N per-rank means averaged vs one mean over the batch differ only by rounding in the order
-of the sums: 1e-12 absolute on O(1) values after 2 SGD steps. noise_scale is compared with
+of the sums: 1e-12 absolute on O(1) values after 2 SGD steps. bucketed_ddp_hooks does the same with
+three middle layers (7 trainable parameters) and five bucket lists (labkit.grading.harness.
+lab06_bucketed_ddp), which also records, for every dist.all_reduce, its bytes and how many
+gradients backward had accumulated when it started (hooks registered before the submission's):
+graded for one all-reduce per bucket of exactly the bucket's bytes, and for each one starting in
+the hook of its bucket's last gradient. noise_scale is compared with
 labkit's `noise_scale` to 1e-9 relative (a few products and quotients of numbers that differ by
 at most a few orders of magnitude), on fixed and seeded random inputs and on the averaged
 gradient norms of a seeded data-parallel run.
@@ -19,11 +24,10 @@ from labkit.data_parallel import assign_buckets
 from labkit.data_parallel.noise_scale import Problem, noise_scale, noise_scale_of_run
 from labkit.data_parallel.ssp import ssp_start_times
 from labkit.grading.harness import TiedNet
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 
-POLICY = Policy(references=("labkit.data_parallel.buckets.assign_buckets", "labkit.data_parallel.assign_buckets",
-                            "labkit.data_parallel.ssp.ssp_start_times", "labkit.data_parallel.ddp.DDP",
-                            "labkit.data_parallel.DDP", "labkit.data_parallel.noise_scale.noise_scale"))
+POLICY = Policy(references=references("lab06_data_parallel"))
 
 
 # ---- bucket_indices ---------------------------------------------------------------------------
@@ -91,8 +95,8 @@ def _runs(impl, seed):
     return _RUNS["runs"]
 
 
-def _one_process(seed):
-    model = TiedNet.build(seed + 1)                  # rank 0's replica: what the broadcast spreads
+def _one_process(seed, mids=1):
+    model = TiedNet.build(seed + 1, mids)            # rank 0's replica: what the broadcast spreads
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=LR)
     for step in range(STEPS):
         opt.zero_grad()
@@ -125,6 +129,84 @@ def test_one_async_all_reduce_per_parameter_during_backward(impl, seed):
                     f"{where}: all-reduced sizes {sorted(c['numel'] for c in calls)}, want one per trainable parameter"
                 assert all(c["in_backward"] and c["async"] for c in calls), \
                     f"{where}: every all-reduce must start (async_op=True) from a hook, while backward runs"
+
+
+# ---- bucketed_ddp_hooks -----------------------------------------------------------------------
+
+B_WORLDS, MIDS = (1, 2, 3), 3
+# bucket caps in bytes (float64 gradients of 528, 288 and 48 bytes): one per parameter, two mixed
+# sizes, one bucket of everything; then a partition no cap gives (buckets need not be neighbours)
+B_CAPS = (1, 300, 700, 10**6)
+B_ODD = [[6, 4, 2], [5, 3, 1], [0]]
+
+
+def _bucket_lists():
+    params = [p for p in TiedNet.build(0, MIDS).parameters() if p.requires_grad]
+    return [assign_buckets(params, cap) for cap in B_CAPS] + [B_ODD], [p.numel() * p.element_size() for p in params]
+
+
+def _bucketed_runs(impl, seed):
+    if "bucketed" not in _RUNS:
+        try:
+            cases, _ = _bucket_lists()
+            _RUNS["bucketed"] = {n: impl.harness("lab06_bucketed_ddp", n, seed, cases, MIDS, STEPS, BATCH, LR)
+                                 for n in B_WORLDS}
+        except Exception as e:  # remembered: the sibling tests fail the same way without relaunching
+            _RUNS["bucketed"] = e
+    if isinstance(_RUNS["bucketed"], Exception):
+        raise _RUNS["bucketed"]
+    return _RUNS["bucketed"]
+
+
+def _bucketed_steps(impl, seed):
+    """(where, buckets, bucket bytes, that step's record) for every world size, rank, case and step."""
+    cases, nbytes = _bucket_lists()
+    for n, per_rank in _bucketed_runs(impl, seed).items():
+        for rank, per_case in enumerate(per_rank):
+            for buckets, res in zip(cases, per_case):
+                for step, rec in enumerate(res["steps"]):
+                    yield (f"N={n} rank {rank} buckets {buckets} step {step}", buckets,
+                           [sum(nbytes[i] for i in b) for b in buckets], rec)
+
+
+@pytest.mark.graded(points=3, exercise="bucketed_ddp_hooks")
+def test_bucketed_ddp_equals_one_process(impl, seed):
+    cases, _ = _bucket_lists()
+    want = _one_process(seed, MIDS)
+    for n, per_rank in _bucketed_runs(impl, seed).items():
+        for rank, per_case in enumerate(per_rank):
+            for buckets, res in zip(cases, per_case):
+                got = res["params"]
+                where = f"N={n} rank {rank} buckets {buckets}"
+                assert sorted(got) == sorted(want), f"{where}: parameter names {sorted(got)}"
+                for name, w in want.items():
+                    err = (got[name] - w).abs().max().item()
+                    assert err < 1e-12, (f"{where}: {name} is off by {err:.2e} after {STEPS} steps (averaged "
+                                         "over ranks? every gradient copied back? started from rank 0's?)")
+
+
+@pytest.mark.graded(points=2, exercise="bucketed_ddp_hooks")
+def test_one_all_reduce_per_bucket_of_its_bytes(impl, seed):
+    for where, buckets, want, rec in _bucketed_steps(impl, seed):
+        got = sorted(c["nbytes"] for c in rec["calls"])
+        assert got == sorted(want), (f"{where}: all-reduced {len(got)} tensors of {got} bytes; want one per "
+                                     f"bucket: {sorted(want)} bytes")
+
+
+@pytest.mark.graded(points=2, exercise="bucketed_ddp_hooks")
+def test_each_bucket_starts_in_the_hook_of_its_last_gradient(impl, seed):
+    for where, buckets, want, rec in _bucketed_steps(impl, seed):
+        order = rec["order"]                 # trainable parameter indices in the order backward made them
+        done = {b: max(order.index(i) for i in members) + 1 for b, members in enumerate(buckets)}
+        for c in rec["calls"]:
+            assert c["in_backward"] and c["async"], \
+                f"{where}: every all-reduce must start (async_op=True) from a hook, while backward runs"
+            last = order[c["ready"] - 1] if c["ready"] else None
+            b = next((b for b, members in enumerate(buckets) if last in members), None)
+            assert b is not None and done[b] == c["ready"] and want[b] == c["nbytes"], (
+                f"{where}: an all-reduce of {c['nbytes']} bytes started when {c['ready']} of {len(order)} "
+                f"gradients were ready; each bucket's all-reduce starts in the hook of its last gradient "
+                f"(here gradient number {', '.join(map(str, sorted(done.values())))})")
 
 
 # ---- ssp_start_times --------------------------------------------------------------------------

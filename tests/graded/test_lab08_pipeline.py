@@ -1,15 +1,21 @@
-"""Graded tests for lab 08 (pipeline parallelism). Run: python -m labkit.grade --lab 08."""
+"""Graded tests for lab 08 (pipeline parallelism). Run: python -m labkit.grade --lab 08.
+
+``optimal_slicing`` is compared exactly (Fraction times) with labkit's brute force over all
+2^(L-1) slicings for L <= 10, and with labkit's `optimal_slicing` for L = 16 to 32, under the default
+cost model, two extreme ones (large overhead; none) and draws from the grading seed."""
 from fractions import Fraction
 
 import pytest
 import torch
 
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 from labkit.pipeline import Action, check_schedule, schedule, time_schedule
 from labkit.pipeline.executor import MLPConfig, reference_step
+from labkit.pipeline.terapipe import SliceCost, brute_force_slicing, latency_formula, optimal_slicing
 
 POLICY = Policy(labkit_allowed=frozenset({"labkit.pipeline.schedules.Action", "labkit.pipeline.Action"}),
-                references=("labkit.pipeline.schedules.schedule",))
+                references=references("lab08_pipeline"))
 
 
 def random_p_m(seed, n=6):
@@ -98,3 +104,45 @@ def test_stage_backward_gpipe_two_ranks(impl, seed):
 def test_stage_backward_1f1b_and_interleaved(impl, seed):
     _check_backward(impl, "1f1b", 3, 4, 1, seed)
     _check_backward(impl, "interleaved_1f1b", 2, 4, 2, seed)
+
+
+# ---- optimal_slicing (TeraPipe, section 8.3) ---------------------------------------------------
+# Exact times (Fractions): the latency must equal the optimum exactly, and the slicing returned must
+# have that latency (several slicings may tie; any of them is right).
+
+def _slice_costs(seed, n=3):
+    g = torch.Generator().manual_seed(seed)
+    draws = [SliceCost(int(torch.randint(0, 20, (), generator=g)), int(torch.randint(0, 5, (), generator=g)),
+                       Fraction(int(torch.randint(1, 9, (), generator=g)), 4)) for _ in range(n)]
+    return [SliceCost(), SliceCost(40, 1, Fraction(1, 8)), SliceCost(0, 1, 1)] + draws
+
+
+def _check_slicing(got, L, K, cost, want):
+    assert isinstance(got, tuple) and len(got) == 2, f"L={L}, K={K}: return (latency, slices), got {got!r}"
+    latency, slices = got
+    assert isinstance(slices, list) and all(isinstance(x, int) and x >= 1 for x in slices) and sum(slices) == L, \
+        f"L={L}, K={K}, {cost}: slices must be positive ints summing to {L}, got {slices}"
+    assert latency == want, f"L={L}, K={K}, {cost}: latency {latency}, the least is {want}"
+    assert latency_formula(slices, K, cost) == want, \
+        f"L={L}, K={K}, {cost}: your slices {slices} take {latency_formula(slices, K, cost)}, not the {latency} returned"
+
+
+def _run_slicing(impl, cases, reference):
+    """The submission's optimal_slicing on each (L, K, cost) in its worker (harness.lab08_slicing),
+    checked against ``reference(L, K, cost)``'s latency."""
+    runs = impl.harness("lab08_slicing", [(L, K, (c.overhead, c.per_token, c.per_pair)) for L, K, c in cases])
+    for (L, K, cost), res in zip(cases, runs):
+        assert res["error"] is None, f"L={L}, K={K}, {cost}: raised {res['error']}"
+        _check_slicing(res["result"], L, K, cost, reference(L, K, cost)[0])
+
+
+@pytest.mark.graded(points=3, exercise="optimal_slicing")
+def test_optimal_slicing_matches_brute_force(impl, seed):
+    cases = [(L, K, c) for c in _slice_costs(seed) for L, K in [(1, 1), (1, 4), (3, 1), (5, 2), (7, 4), (9, 8), (10, 4)]]
+    _run_slicing(impl, cases, brute_force_slicing)
+
+
+@pytest.mark.graded(points=2, exercise="optimal_slicing")
+def test_optimal_slicing_long_sequences(impl, seed):
+    cases = [(L, K, c) for c in _slice_costs(seed, 1) for L, K in [(16, 4), (24, 8), (32, 8)]]
+    _run_slicing(impl, cases, optimal_slicing)

@@ -22,16 +22,13 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 from labkit.memory.activation_checkpointing import chain_peak_bytes, make_chain
 from labkit.memory.estimate import gpt_layer_saved_bytes
 from labkit.model import GPT, GPTConfig, batch
 
-POLICY = Policy(references=("labkit.memory.activation_checkpointing.checkpoint_segment",
-                            "labkit.memory.activation_checkpointing.checkpointed_chain",
-                            "labkit.memory.estimate.gpt_layer_saved_bytes",
-                            "labkit.memory.inference.forward_only_peak",
-                            "labkit.memory.inference.kv_cache_bytes_per_token"),
+POLICY = Policy(references=references("lab09_memory"),
                 forbid_modules=("torch.utils.checkpoint",))
 TOL = 1e-12
 

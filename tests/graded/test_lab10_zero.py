@@ -14,12 +14,11 @@ import random
 import pytest
 import torch
 
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 from labkit.zero.formulas import model_state_bytes
 
-POLICY = Policy(references=("labkit.zero.formulas.model_state_bytes", "labkit.zero.model_state_bytes",
-                            "labkit.zero.ShardedOptimizer",
-                            "labkit.zero.optimizer.ShardedOptimizer", "labkit.zero.FSDP", "labkit.zero.fsdp.FSDP"),
+POLICY = Policy(references=references("lab10_zero"),
                 forbid_modules=("torch.distributed.optim", "torch.distributed.fsdp",
                                 "torch.distributed._composable"))
 TOL = 1e-12

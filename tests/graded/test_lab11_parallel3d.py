@@ -12,18 +12,13 @@ import random
 import pytest
 
 from labkit.cluster.autoparallel import partition_stages
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 from labkit.parallel3d.grid import coords, groups
 from labkit.planner.memory import first_stage_bytes
 from labkit.planner.model import Model, flops_per_iteration
 
-POLICY = Policy(references=("labkit.parallel3d.grid.coords", "labkit.parallel3d.grid.groups",
-                            "labkit.parallel3d.coords", "labkit.parallel3d.groups", "labkit.parallel3d.grid.rank_of",
-                            "labkit.parallel3d.grid.coord_of",
-                            "labkit.planner.memory.first_stage_bytes", "labkit.planner.memory.memory_per_gpu",
-                            "labkit.planner.model.flops_per_iteration", "labkit.planner.flops_per_iteration",
-                            "labkit.cluster.autoparallel.partition_stages", "labkit.cluster.partition_stages",
-                            "labkit.cluster.autoparallel.brute_force_stages"))
+POLICY = Policy(references=references("lab11_parallel3d"))
 GRIDS = ((2, 2, 2), (1, 8, 1), (3, 2, 4), (4, 1, 2), (2, 4, 3), (1, 1, 1))
 
 

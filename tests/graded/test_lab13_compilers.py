@@ -8,25 +8,31 @@ judge applies labkit's own pass to the same graphs and compares the nodes left (
 order; constant folding's new buffers may have any names) and the outputs, bit for bit (these
 passes run the same kernels on the same values). ``transactions`` is compared with
 `labkit.gpu_model.coalescing.transactions` on unit, strided, random and partly inactive warps.
+
+``clip_without_breaks`` runs in the worker (labkit.grading.harness.lab13_dynamo) on inputs whose
+norms lie above and below max_norm (an all-zero one too): ``torch._dynamo.explain`` must find one
+graph and no break on each (Dynamo reset before and after every run), ``torch.compile(...,
+fullgraph=True)`` on the "eager" backend must accept it, and both its eager and compiled outputs
+must equal labkit's `clip_by_norm` within 1e-5 relative, 1e-6 absolute: float32 roundings of the
+scale (max_norm/‖x‖ in float32 or float64, x·s/n or x/n·s) differ by a few ulps. About 1 s a case.
 """
+import contextlib
+import io
+
 import random
 
 import pytest
 import torch
 
-from labkit.compiler import fx_cases, fx_passes
+from labkit.compiler import fx_cases, fx_passes, inside_compile
 from labkit.compiler.autodiff import vjp
 from labkit.gpu_model.coalescing import transactions
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 
 POLICY = Policy(labkit_allowed=frozenset({"labkit.compiler.fx_passes.has_side_effects",
                                           "labkit.compiler.fx_passes.is_random"}),
-                references=("labkit.compiler.autodiff.vjp", "labkit.compiler.autodiff.VJP_RULES",
-                            "labkit.compiler.fx_passes.dead_code_elimination",
-                            "labkit.compiler.fx_passes.constant_folding",
-                            "labkit.compiler.fx_passes.common_subexpression_elimination",
-                            "labkit.gpu_model.coalescing.transactions", "labkit.gpu_model.coalescing.sectors",
-                            "labkit.gpu_model.coalescing.analyze_warp"))
+                references=references("lab13_compilers"))
 TOL = 1e-12
 
 # ---- vjp --------------------------------------------------------------------------------------
@@ -129,3 +135,53 @@ def test_transactions(impl, seed):
             got = impl.transactions(warp, segment)
             want = transactions(warp, segment)
             assert got == want, f"{segment}-byte segments, lanes {warp[:4]}...: {got}, want {want}"
+
+
+# ---- clip_without_breaks (Dynamo) ---------------------------------------------------------------
+
+def _clip_cases(seed):
+    gen = torch.Generator().manual_seed(seed)
+    x1 = torch.randn(16, generator=gen) * 3                          # norm ~ 12: clipped
+    x2 = torch.randn(4, 5, generator=gen) * 0.05                     # norm ~ 0.2: left alone
+    x3 = torch.randn(2, 3, 4, generator=gen)                         # norm ~ 5
+    x4 = torch.randn(6, generator=gen, dtype=torch.float64) * 4      # float64
+    return [(x1, 1.0), (x2, 1.0), (x3, 0.3), (x3, 50.0), (x4, 2.5), (torch.zeros(5), 1.0)]
+
+
+def _clip_want(x, max_norm):
+    with contextlib.redirect_stdout(io.StringIO()):                # clip_by_norm logs; keep the report clean
+        return inside_compile.clip_by_norm(x.clone(), max_norm)
+
+
+def _same(got, want):
+    return (isinstance(got, torch.Tensor) and got.dtype == want.dtype and got.shape == want.shape
+            and torch.allclose(got, want, rtol=1e-5, atol=1e-6))
+
+
+def _clip_runs(impl, seed):
+    cases = _clip_cases(seed)
+    return cases, impl.harness("lab13_dynamo", "clip_without_breaks", cases)
+
+
+@pytest.mark.graded(points=2, exercise="clip_without_breaks")
+def test_clip_without_breaks_values(impl, seed):
+    cases, runs = _clip_runs(impl, seed)
+    for (x, m), res in zip(cases, runs):
+        where = f"x of shape {tuple(x.shape)} ({x.dtype}, norm {x.double().norm().item():.3g}), max_norm={m}"
+        assert res["eager"] is not None, f"{where}: raised {res['error']}"
+        ok = _same(res["eager"], _clip_want(x, m))
+        assert ok, f"{where}: not what clip_by_norm returns"
+
+
+@pytest.mark.graded(points=3, exercise="clip_without_breaks")
+def test_clip_without_breaks_one_graph(impl, seed):
+    cases, runs = _clip_runs(impl, seed)
+    for (x, m), res in zip(cases, runs):
+        where = f"x of shape {tuple(x.shape)}, max_norm={m}"
+        assert res["graphs"] is not None, f"{where}: raised {res['error']}"
+        reasons = "; ".join(f"{r} ({at})" for r, at in res["reasons"])
+        assert (res["graphs"], res["breaks"]) == (1, 0), \
+            f"{where}: torch._dynamo.explain found {res['graphs']} graphs, {res['breaks']} breaks: {reasons}"
+        assert res["compiled"] is not None, f"{where}: torch.compile(fullgraph=True) failed: {res['error']}"
+        ok = _same(res["compiled"], _clip_want(x, m))
+        assert ok, f"{where}: compiled, it is not what clip_by_norm returns"

@@ -24,15 +24,10 @@ import random
 import pytest
 import torch
 
+from labkit.grading.generate import references
 from labkit.grading.static import Policy
 
-POLICY = Policy(references=("labkit.context_parallel.attention.softmax_step",
-                            "labkit.context_parallel.ulysses.all_to_all_4d",
-                            "labkit.context_parallel.ulysses_attention",
-                            "labkit.context_parallel.ulysses.ulysses_attention",
-                            "labkit.sharding.rules.einsum_placement", "labkit.sharding.einsum_placement",
-                            "labkit.sharding.rules.propagate", "labkit.sharding.propagate",
-                            "labkit.tensor_parallel.experts.load_balancing_loss"),
+POLICY = Policy(references=references("lab14_long_context"),
                 forbid_modules=("torch.distributed.tensor",))
 TOL = 1e-12
 
@@ -214,7 +209,15 @@ def _dtensor_answers(cases, mesh_shape, seed):
 
 
 def _check_placements(impl, cases, answers, mesh):
-    """The submission's answers first (a stub fails at once), then DTensor's (``answers()``)."""
+    """The submission's answers first (a stub fails at once), then DTensor's (``answers()``).
+
+    One kind of case DTensor gets more cautious than the maths: on a 2-D mesh it gathers a
+    (b, s, h) input split along s on one mesh dimension and along h on the other before
+    ``bsh,hf->bsf`` (it runs that einsum as a matmul over the flattened b·s rows), though each
+    rank could multiply its own block and leave a partial sum. Where DTensor communicates but
+    the rule of the docstring (labkit's reference, run here) needs nothing, both answers score."""
+    from labkit.sharding.rules import einsum_placement as rule
+
     yours = []
     for eq, a, b in cases:
         got = [impl.einsum_placement(eq, pa, pb) for pa, pb in zip(a, b)]
@@ -223,6 +226,9 @@ def _check_placements(impl, cases, answers, mesh):
         moved = sum(ans["counts"].values())
         where = f"{eq} on a {mesh} mesh with A {a}, B {b}"
         if moved:
+            by_rule = [rule(eq, pa, pb) for pa, pb in zip(a, b)]
+            if None not in by_rule and got == tuple(by_rule):
+                continue
             assert got is None, f"{where}: DTensor had to run {ans['counts']}, but you said {got}"
         else:
             assert got == ans["out"], f"{where}: DTensor gives {ans['out']} with no communication, you said {got}"
