@@ -87,7 +87,7 @@ def tiled_matmul(A, B, C, M, N, K):
     from global memory once per block that needs it: M*K*cdiv(N, TILE) + K*N*cdiv(M, TILE) loads.
     No two threads may touch one shared element without a cuda.syncthreads() between them.
     """
-    raise NotImplementedError("hint: two cuda.shared.array tiles; in each step of k every thread copies one element of each tile, then the block waits (cuda.syncthreads) before reading them, and waits again before the next copy.")
+    raise NotImplementedError("hint: the block stages one tile of A and one of B in shared memory (cuda.shared.array), every thread loading its share; a barrier (cuda.syncthreads) must separate writing a tile from reading it, and reading it from overwriting it.")
 
 
 def block_sum(x, out, n):
@@ -100,7 +100,7 @@ def block_sum(x, out, n):
     of the block must reach each one). Thread 0 then adds s[0] to out[0] with
     cuda.atomic.add(out, 0, s[0]): exactly one atomic per block.
     """
-    raise NotImplementedError("hint: a shared array holds the block's values; halve the number of working threads each step, with a barrier every thread reaches after each step; one atomic add per block at the end.")
+    raise NotImplementedError("hint: a tree reduction in shared memory: each step halves the active threads; every thread of the block must reach every barrier (cuda.syncthreads); blocks combine with cuda.atomic.add.")
 
 
 def blocks_per_sm(threads, regs_per_thread, smem_per_block, sm):

@@ -70,7 +70,7 @@ def tree_broadcast(tensor, src):
     tensor: contiguous, any shape. Returns CommStats: every rank except src receives
     S bytes once; src sends ceil(log2 N) messages.
     """
-    raise NotImplementedError("hint: relative ranks make src rank 0; the set of ranks holding the data doubles each round, each holder sending to the rank 2^k further on; one `exchange` call per send or receive.")
+    raise NotImplementedError("hint: a binomial tree: relabel ranks so the root is 0; the number of ranks holding the data doubles every round (`exchange`).")
 
 
 def recursive_doubling_all_reduce(tensor):
@@ -83,4 +83,4 @@ def recursive_doubling_all_reduce(tensor):
     tensor: contiguous, any shape. Returns CommStats: a rank r < P sends log2(P)
     whole tensors, plus one more if it has a fold partner; ranks >= P send one.
     """
-    raise NotImplementedError("hint: fold the ranks beyond the largest power of two into their partners, swap with rank XOR mask for doubling masks (`exchange` both ways at once), then unfold.")
+    raise NotImplementedError("hint: recursive doubling works on a power of two ranks: deal with the extra ranks before and after; in each round every rank swaps with a partner found from its rank's bits (`exchange`).")

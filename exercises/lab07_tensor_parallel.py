@@ -24,7 +24,7 @@ def copy_to_tp(x):
     Write it as a torch.autograd.Function (forward / backward static methods) and return
     ``YourFunction.apply(x)``.
     """
-    raise NotImplementedError("hint: a torch.autograd.Function whose static forward returns the input as a new view (x.view_as(x)) and whose backward all-reduces a clone of the gradient (dist.all_reduce).")
+    raise NotImplementedError("hint: a torch.autograd.Function: forward changes nothing, but must hand autograd a new tensor object, not x itself; backward is where the ranks' gradients are summed (dist.all_reduce), on a tensor you own rather than the gradient autograd gave you.")
 
 
 def reduce_from_tp(x):
@@ -41,20 +41,24 @@ def column_parallel_linear(x, weight, bias):
     """This rank's output features of y = x·Wᵀ + b.
 
     x: (..., in), the same on every rank; weight: (out/t, in), this rank's rows of W; bias:
-    (out/t,), this rank's part of b. Returns (..., out/t). The gradient reaching x must be the
-    full one (every rank's part added up): pass x through your copy_to_tp first.
+    (out/t,), this rank's part of b (the grader always passes one; torch.nn.functional.linear
+    would take None as well). Returns (..., out/t). The gradient reaching x must be the full one
+    (every rank's part added up): pass x through your copy_to_tp first. The grader runs this with
+    its own copy_to_tp in place of yours, so only this function is graded here.
     """
-    raise NotImplementedError("hint: every rank holds all of x, so x enters through your f (copy_to_tp), then one torch.nn.functional.linear with this rank's rows of W and b.")
+    raise NotImplementedError("hint: x is replicated, so its gradient must be summed over ranks in backward: which of your two functions does that? What remains is an ordinary linear layer on this rank's shard.")
 
 
 def row_parallel_linear(x, weight, bias):
     """The whole y = x·Wᵀ + b from input features split over ranks.
 
     x: (..., in/t), this rank's input features; weight: (out, in/t), this rank's columns of W;
-    bias: (out,), the whole bias (the same on every rank). Returns (..., out), the same on every
-    rank: the ranks' partial products summed with your reduce_from_tp, the bias added once.
+    bias: (out,), the whole bias (the same on every rank; the grader always passes one, so
+    bias=None need not be handled). Returns (..., out), the same on every rank: the ranks'
+    partial products summed with your reduce_from_tp, the bias added once. The grader runs this
+    with its own reduce_from_tp in place of yours, so only this function is graded here.
     """
-    raise NotImplementedError("hint: each rank's product covers only its input features: add the partial products over ranks with your g (reduce_from_tp); the bias is whole, so add it after the sum.")
+    raise NotImplementedError("hint: each rank's product is a partial sum over its own input features: which of your two functions adds partial sums across ranks? The bias belongs to the whole sum, once.")
 
 
 def vocab_parallel_cross_entropy(logits, targets, start):
@@ -67,7 +71,7 @@ def vocab_parallel_cross_entropy(logits, targets, start):
     all-reduces of N numbers (the row max with op=dist.ReduceOp.MAX, the sum of exps, the target
     logit). Backward needs no communication: d loss / d z_v = (softmax_v - [v == target]) / N.
     """
-    raise NotImplementedError("hint: a torch.autograd.Function: in forward, three dist.all_reduce calls (op=dist.ReduceOp.MAX for the row max; sums for the exps and for the target logit, zero off your columns); keep the local softmax for backward, which subtracts the one-hot of your targets and divides by N.")
+    raise NotImplementedError("hint: softmax needs the row's max and sum of exponentials, and the target's logit, over the WHOLE vocabulary: each is a reduction across ranks of something every rank computes on its own columns (dist.all_reduce takes a ReduceOp). The gradient of cross-entropy is softmax minus one-hot, restricted to your columns.")
 
 
 def halo_bytes_per_rank(batch, channels, width, kernel, world, itemsize):

@@ -48,7 +48,7 @@ def zero1_step(param, grad, state, lr, momentum):
        ``param``.
     No all-reduce: ZeRO-1 moves what DDP moves, as a reduce-scatter plus an all-gather.
     """
-    raise NotImplementedError("hint: pad, then dist.reduce_scatter_single into a shard-sized torch.empty and divide by N; keep only that shard's momentum in state; update your shard of the padded parameters; dist.all_gather_single them back and copy the first P into param under torch.no_grad().")
+    raise NotImplementedError("hint: each rank owns one equal shard of the (padded) flat parameters: reduce-scatter gives it the summed gradient of exactly its shard, it updates only that shard with only that shard's state, and an all-gather rebuilds the full parameters (dist.reduce_scatter_single, dist.all_gather_single).")
 
 
 def fsdp_linear(x, weight_shard, bias, out_features, in_features):
@@ -64,4 +64,4 @@ def fsdp_linear(x, weight_shard, bias, out_features, in_features):
       reduce-scatter it (sum over ranks) into the gradient of weight_shard; the gradient of
       bias is dy summed over the batch (no communication).
     """
-    raise NotImplementedError("hint: a torch.autograd.Function; ctx.save_for_backward only x and the shard; gather W with dist.all_gather_single in forward and again in backward; pad dyᵀ·x and dist.reduce_scatter_single it into the shard's gradient.")
+    raise NotImplementedError("hint: the full weight exists only while it is used: gathered for forward, freed, gathered again for backward (a torch.autograd.Function that saves the shard, not the full weight); the weight's gradient leaves backward already summed and cut to your shard (dist.reduce_scatter_single).")

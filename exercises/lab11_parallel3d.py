@@ -59,7 +59,7 @@ def fits_in_memory(num_params, layers, activation_bytes_per_layer, dp, tp, pp, m
     Example: Ψ=1e9, l=24, 1e8 bytes per layer, dp=tp=pp=2, m=8, ZeRO-1, 8e9 bytes:
     states 16·2.5e8 − 12·2.5e8/2 = 2.5e9, activations 2·12·1e8 = 2.4e9 -> (True, 4.9e9).
     """
-    raise NotImplementedError("hint: one GPU holds Ψ/(tp·pp) parameters' states, 16 bytes each less ZeRO's share; 1F1B's first stage keeps min(m, pp) micro-batches of its l/pp layers; compare the sum with memory_bytes.")
+    raise NotImplementedError("hint: add up what one GPU of the grid holds: its share of the model states (which of tp, pp and ZeRO divide them?) and the activations its pipeline stage keeps in flight under 1F1B.")
 
 
 def flops_per_iteration(layers, hidden, seq_len, vocab, global_batch, recompute):
@@ -91,4 +91,4 @@ def partition_stages(costs, stages):
     Dynamic programming: best(k, i) = the smallest bottleneck of layers i..n−1 on k stages
     = min over the first stage's end j of max(cost(i..j−1), best(k−1, j)).
     """
-    raise NotImplementedError("hint: dynamic programming over (stages left, first layer); math.fsum for stage costs; then walk forward taking the longest first stage that still reaches the optimum.")
+    raise NotImplementedError("hint: the best split of the remaining layers into the remaining stages does not depend on how the first layers were split: dynamic programming, then a walk that reconstructs one optimal split (ties go to the longest first stage).")

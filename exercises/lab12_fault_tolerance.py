@@ -27,8 +27,14 @@ def atomic_save(data, path):
     system), flush it and os.fsync it, then os.replace it onto ``path`` (atomic), and finally
     fsync the folder (open it with os.open(folder, os.O_RDONLY)) so the rename is durable.
     Never open ``path`` itself for writing. Returns None.
+
+    The grader kills your save at each step (before the write, mid-write, before and after the
+    rename) and checks what is found at ``path``, that the file was fsync-ed whole before the
+    rename and the folder after it, and that ``path`` was never opened for writing. It does not
+    check permission bits: a file made by tempfile.mkstemp is readable and writable by its owner
+    only (mode 0o600), which suits a checkpoint, and is what ours leaves at ``path``.
     """
-    raise NotImplementedError("hint: write to a temporary file in the same folder (tempfile.mkstemp), flush and os.fsync it, os.replace it over the target, then fsync the folder so the rename itself is durable.")
+    raise NotImplementedError("hint: never let the target hold a half-written file: build the new contents elsewhere on the same file system and swap them in with one atomic step; then ask: which of your steps could a power cut still undo (os.fsync)?")
 
 
 def resume_state(sampler, state=None):
@@ -40,11 +46,13 @@ def resume_state(sampler, state=None):
     Capture: return a dict holding the sampler's state and the state of every random-number
     generator the training uses: Python's ``random`` (random.getstate()), NumPy's global one
     (np.random.get_state()), torch's CPU generator (torch.get_rng_state()) and, when
-    torch.cuda.is_available(), every CUDA device's (torch.cuda.get_rng_state_all()). The dict is
-    saved with torch.save and loaded back in a fresh process.
+    torch.cuda.is_available(), every CUDA device's (torch.cuda.get_rng_state_all()). The grader
+    saves the dict with torch.save and, in a fresh, differently seeded process, loads it back
+    with ``torch.load(path, weights_only=False)``: NumPy's state (a tuple holding an ndarray, which
+    a ``weights_only=True`` load refuses) may stay as np.random.get_state() returns it.
     Restore (``state`` given): put every generator and the sampler back as captured; return None.
     """
-    raise NotImplementedError("hint: capture every generator a step draws from: random.getstate, np.random.get_state, torch.get_rng_state, CUDA's when present, and the sampler's position.")
+    raise NotImplementedError("hint: an exact resume replays the same random draws and the same data order: list every source of randomness the training loop uses, and the sampler's position.")
 
 
 def young_interval(checkpoint_s, mtbf_s):

@@ -109,4 +109,4 @@ def transactions(addresses, segment_bytes=128):
     Example: 32 lanes reading consecutive 4-byte floats from address 0 -> 1; with a stride of 2
     floats -> 2.
     """
-    raise NotImplementedError("hint: a transaction serves one aligned segment: count the distinct address // segment_bytes over the active lanes (a set).")
+    raise NotImplementedError("hint: lanes whose addresses fall in the same aligned segment share one transaction, and an inactive lane costs nothing: which segment does each lane fall in? (a Python set de-duplicates)")

@@ -24,7 +24,7 @@ def softmax_step(m, l, acc, scores, v):  # noqa: E741
     scores are all -inf so far must keep m = -inf, l = 0, acc = 0 (no NaN: beware -inf - -inf).
     Do not modify the arguments in place.
     """
-    raise NotImplementedError("hint: keep a running row maximum m: rescale the old l and acc by exp(m_old - m_new) and add this block's exp(scores - m_new) (its sum to l, its product with v to acc); torch.where keeps rows that have seen only -inf at zero.")
+    raise NotImplementedError("hint: online softmax: carry per row a running max, a running sum of exponentials and an unnormalised output; when a new block raises the max, rescale what you carried. Rows that have seen only masked scores need care (torch.where).")
 
 
 def all_to_all_4d(x, scatter_dim, gather_dim, group=None):
@@ -37,7 +37,7 @@ def all_to_all_4d(x, scatter_dim, gather_dim, group=None):
     turn "all heads of my S/N positions" into "H/N heads of all S positions"; (2, 1) turns it
     back. Use one ``dist.all_to_all_single`` (or ``dist.all_to_all``) call; on one rank return x.
     """
-    raise NotImplementedError("hint: cut the scatter dimension into world pieces (Tensor.chunk), stack them on a new leading dimension, exchange them with dist.all_to_all_single, then torch.cat what arrives along the gather dimension.")
+    raise NotImplementedError("hint: an all-to-all sends piece j of your tensor to rank j and receives rank j's piece for you: cut along the dimension to scatter, exchange (dist.all_to_all_single), and join what arrives along the dimension to gather.")
 
 
 def einsum_placement(equation, a, b):
@@ -54,7 +54,7 @@ def einsum_placement(equation, a, b):
     for free), gives S(position of x in the output), or P if x is summed away. Everything else
     (cuts along different letters, P with S, P with P) is None.
     """
-    raise NotImplementedError("hint: parse 'ab,bc->ac'; replicated with replicated stays replicated, a partial sum times a replicated operand stays partial; a sharded letter survives if it is in the output, else the contraction over it leaves a partial sum; two different sharded letters need a redistribution.")
+    raise NotImplementedError("hint: follow each index letter of the einsum: what happens to a sharded letter that survives into the output, to one that is summed over, and to a partial sum multiplied by a replicated operand?")
 
 
 def load_balancing_loss(router_logits, top_k=1):

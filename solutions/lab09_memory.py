@@ -3,12 +3,13 @@
 Reference answers, written by ``make exercises`` from labkit: edit labkit, not this file.
 
 - ``checkpointed_forward``: activation checkpointing of a chain of layers, written by hand;
-- ``block_activation_bytes``: the bytes one block of the course's GPT keeps for backward;
+- ``checkpoint_policy``: which activations to keep under a memory budget, recomputing the least;
 - ``forward_only_peak``: the activation peak of a chain run without autograd (inference);
 - ``kv_cache_bytes``: the bytes of a decoder's key/value cache (section 12).
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -60,6 +61,15 @@ def checkpointed_forward(layers, x, segment):
     the random stream after the step is not disturbed). Let the recomputation's backward
     (torch.autograd.backward) put the parameters' gradients straight into their .grad, as
     PyTorch's reentrant checkpoint does. Do not use torch.utils.checkpoint.
+
+    What the grader relies on: it calls ``checkpointed_forward(...).sum().backward()`` once per
+    chain and then reads x.grad and every parameter's .grad — so the recomputed segment's
+    gradients must reach .grad during that one backward, which the reentrant form (a
+    torch.autograd.Function whose backward reruns the segment and calls torch.autograd.backward)
+    does by construction. The peak it checks counts every live tensor storage (labkit's
+    tracker), so a segment may keep nothing but its input between forward and backward; a form
+    built on torch.autograd.graph.saved_tensors_hooks (non-reentrant) is accepted only if it
+    stays within that bound too, which a forward run with grad makes hard.
     """
     layers = list(layers)
     for i in range(0, len(layers), segment):
@@ -69,29 +79,24 @@ def checkpointed_forward(layers, x, segment):
     return x
 
 
-def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recompute="none"):
-    """Bytes one block of ``labkit.model.GPT`` keeps for backward, on CPU (an int).
+def checkpoint_policy(sizes, costs, budget):
+    """Which tensors to keep for backward so that their bytes fit ``budget`` and the least is
+    recomputed.
 
-    A block is x + attn(ln1(x)), then x + mlp(ln2(x)); its tensors have b = batch rows of
-    s = seq positions of h = hidden features, a = heads attention heads, an MLP of width
-    r·h (r = mlp_ratio), e = itemsize bytes per element. Count, once each:
-    - the input of each LayerNorm, and each LayerNorm's mean and 1/std (b·s numbers each, in the
-      model's dtype: e bytes each, as PyTorch keeps them on a CPU);
-    - the input of every Linear (qkv, the attention's output projection, fc, the MLP's proj);
-    - the copies of q, k and v that the batched matmuls make (b·s·h each);
-    - softmax's output (b·a·s·s) and the causal mask (s·s booleans of 1 byte);
-    - GELU's input.
-    recompute="selective": the attention core (scores, mask, softmax, att·V) is recomputed: its
-    q, k, v copies are replaced by the qkv output (same size), softmax's output and the mask are
-    not kept. recompute="full": only the block's input is kept.
+    ``sizes[i]``: bytes tensor i takes if kept; ``costs[i]``: FLOPs to recompute it in backward if
+    it is not kept (costs add: each dropped tensor is recomputed once). ``budget``: bytes. All
+    are ints ≥ 0. Return the indices to keep, as a sorted list, such that the kept sizes sum to at
+    most ``budget`` and the costs of the tensors *not* kept sum to as little as possible (any
+    such set, when several tie). The grader gives up to 12 tensors, compares the recomputed
+    FLOPs of your choice with the least possible, and checks that it fits the budget.
     """
-    bsh = batch * seq * hidden * itemsize
-    if recompute == "full":
-        return bsh
-    kept = (8 + 2 * mlp_ratio) * bsh + 4 * batch * seq * itemsize
-    if recompute == "selective":
-        return kept
-    return kept + heads * batch * seq * seq * itemsize + seq * seq
+    best = {0: (0, ())}                       # kept bytes -> (avoided FLOPs, kept indices)
+    for i, (size, cost) in enumerate(zip(sizes, costs)):
+        for used, (value, kept) in list(best.items()):
+            total = used + size
+            if total <= budget and (total not in best or best[total][0] < value + cost):
+                best[total] = (value + cost, kept + (i,))
+    return sorted(max(best.values())[1])
 
 
 def forward_only_peak(activation_bytes):

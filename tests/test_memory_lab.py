@@ -51,8 +51,9 @@ def test_pictures_with_the_reference_answers(capsys):
     rows = lab.checkpoint_picture(S.checkpointed_forward, n_layers=4, width=4, batch_size=4)
     assert all(float(err) == 0 for _, err, *_ in rows)
     assert all(peak == every for _, _, peak, every, _ in rows)
-    table = lab.block_bytes_picture(S.block_activation_bytes)
-    assert all(table.column("equal"))
+    table = lab.policy_picture(S.checkpoint_policy)
+    assert all(table.column("optimal")) and table.column("kept B") == table.column("measured B")
+    assert table.column("recomputed FLOPs") == table.column("measured")
     assert max(len(line) for line in capsys.readouterr().out.splitlines()) <= 100
 
 

@@ -577,10 +577,17 @@ def atomic_save(data, path):
     system), flush it and os.fsync it, then os.replace it onto ``path`` (atomic), and finally
     fsync the folder (open it with os.open(folder, os.O_RDONLY)) so the rename is durable.
     Never open ``path`` itself for writing. Returns None.
+
+    The grader kills your save at each step (before the write, mid-write, before and after the
+    rename) and checks what is found at ``path``, that the file was fsync-ed whole before the
+    rename and the folder after it, and that ``path`` was never opened for writing. It does not
+    check permission bits: a file made by tempfile.mkstemp is readable and writable by its owner
+    only (mode 0o600), which suits a checkpoint, and is what ours leaves at ``path``.
     """
     # BEGIN SOLUTION
-    # HINT: write to a temporary file in the same folder (tempfile.mkstemp), flush and os.fsync it,
-    # HINT: os.replace it over the target, then fsync the folder so the rename itself is durable.
+    # HINT: never let the target hold a half-written file: build the new contents elsewhere on the
+    # HINT: same file system and swap them in with one atomic step; then ask: which of your steps
+    # HINT: could a power cut still undo (os.fsync)?
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".atomic-", suffix=".tmp")
     try:

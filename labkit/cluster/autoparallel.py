@@ -410,8 +410,9 @@ def _partition_stages(costs, stages):
     = min over the first stage's end j of max(cost(i..j−1), best(k−1, j)).
     """
     # BEGIN SOLUTION
-    # HINT: dynamic programming over (stages left, first layer); math.fsum for stage costs; then
-    # HINT: walk forward taking the longest first stage that still reaches the optimum.
+    # HINT: the best split of the remaining layers into the remaining stages does not depend on how
+    # HINT: the first layers were split: dynamic programming, then a walk that reconstructs one
+    # HINT: optimal split (ties go to the longest first stage).
     n, p = len(costs), stages
 
     def cost(i, j):

@@ -44,8 +44,9 @@ def _recursive_doubling_all_reduce(tensor):
     whole tensors, plus one more if it has a fold partner; ranks >= P send one.
     """
     # BEGIN SOLUTION
-    # HINT: fold the ranks beyond the largest power of two into their partners, swap with
-    # HINT: rank XOR mask for doubling masks (`exchange` both ways at once), then unfold.
+    # HINT: recursive doubling works on a power of two ranks: deal with the extra ranks before and
+    # HINT: after; in each round every rank swaps with a partner found from its rank's bits
+    # HINT: (`exchange`).
     rank, n = dist.get_rank(), dist.get_world_size()
     stats = CommStats()
     p = 1

@@ -48,8 +48,8 @@ def _tree_broadcast(tensor, src):
     S bytes once; src sends ceil(log2 N) messages.
     """
     # BEGIN SOLUTION
-    # HINT: relative ranks make src rank 0; the set of ranks holding the data doubles each round,
-    # HINT: each holder sending to the rank 2^k further on; one `exchange` call per send or receive.
+    # HINT: a binomial tree: relabel ranks so the root is 0; the number of ranks holding the data
+    # HINT: doubles every round (`exchange`).
     rank, n = dist.get_rank(), dist.get_world_size()
     stats = CommStats()
     v = (rank - src) % n

@@ -88,9 +88,9 @@ def softmax_step(m, l, acc, scores, v):  # noqa: E741
     Do not modify the arguments in place.
     """
     # BEGIN SOLUTION
-    # HINT: keep a running row maximum m: rescale the old l and acc by exp(m_old - m_new) and add
-    # HINT: this block's exp(scores - m_new) (its sum to l, its product with v to acc); torch.where keeps
-    # HINT: rows that have seen only -inf at zero.
+    # HINT: online softmax: carry per row a running max, a running sum of exponentials and an
+    # HINT: unnormalised output; when a new block raises the max, rescale what you carried. Rows
+    # HINT: that have seen only masked scores need care (torch.where).
     m_new = torch.maximum(m, scores.amax(dim=-1))
     base = torch.where(m_new == float("-inf"), torch.zeros_like(m_new), m_new)   # no −∞ − (−∞)
     alpha = torch.exp(m - base)                                                  # rescale the old terms

@@ -106,9 +106,9 @@ def _all_to_all_4d(x, scatter_dim, gather_dim, group=None):
     back. Use one ``dist.all_to_all_single`` (or ``dist.all_to_all``) call; on one rank return x.
     """
     # BEGIN SOLUTION
-    # HINT: cut the scatter dimension into world pieces (Tensor.chunk), stack them on a new leading
-    # HINT: dimension, exchange them with dist.all_to_all_single, then torch.cat what arrives along the
-    # HINT: gather dimension.
+    # HINT: an all-to-all sends piece j of your tensor to rank j and receives rank j's piece for
+    # HINT: you: cut along the dimension to scatter, exchange (dist.all_to_all_single), and join
+    # HINT: what arrives along the dimension to gather.
     world = dist.get_world_size(group)
     if world == 1:
         return x

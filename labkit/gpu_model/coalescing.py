@@ -104,8 +104,8 @@ def _transactions(addresses, segment_bytes=128):
     floats -> 2.
     """
     # BEGIN SOLUTION
-    # HINT: a transaction serves one aligned segment: count the distinct address // segment_bytes
-    # HINT: over the active lanes (a set).
+    # HINT: lanes whose addresses fall in the same aligned segment share one transaction, and an
+    # HINT: inactive lane costs nothing: which segment does each lane fall in? (a Python set de-duplicates)
     return len({a // segment_bytes for a in addresses if a is not None})
     # END SOLUTION
 

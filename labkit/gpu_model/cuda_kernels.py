@@ -54,8 +54,9 @@ def matmul_tiled(A, B, C, M, N, K):
     No two threads may touch one shared element without a cuda.syncthreads() between them.
     """
     # BEGIN SOLUTION
-    # HINT: two cuda.shared.array tiles; in each step of k every thread copies one element of each tile,
-    # HINT: then the block waits (cuda.syncthreads) before reading them, and waits again before the next copy.
+    # HINT: the block stages one tile of A and one of B in shared memory (cuda.shared.array), every
+    # HINT: thread loading its share; a barrier (cuda.syncthreads) must separate writing a tile from
+    # HINT: reading it, and reading it from overwriting it.
     sA = cuda.shared.array((TILE, TILE), np.float32)
     sB = cuda.shared.array((TILE, TILE), np.float32)
     tx = cuda.threadIdx.x
@@ -88,8 +89,9 @@ def block_sum(x, out, n):
     cuda.atomic.add(out, 0, s[0]): exactly one atomic per block.
     """
     # BEGIN SOLUTION
-    # HINT: a shared array holds the block's values; halve the number of working threads each step,
-    # HINT: with a barrier every thread reaches after each step; one atomic add per block at the end.
+    # HINT: a tree reduction in shared memory: each step halves the active threads; every thread of
+    # HINT: the block must reach every barrier (cuda.syncthreads); blocks combine with
+    # HINT: cuda.atomic.add.
     s = cuda.shared.array(BLOCK, np.float32)
     t = cuda.threadIdx.x
     i = cuda.blockIdx.x * cuda.blockDim.x + t

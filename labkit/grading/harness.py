@@ -320,9 +320,10 @@ def lab06_bucketed_ddp(module, world_size: int, seed: int, cases: list, mids: in
 
 # ------------------------------------------------------------------ Lab 07: tensor-parallel pieces on gloo ranks
 def lab07_tp(module, exercise: str, world_size: int, cases: list, timeout: float = 45.0):
-    """Run one Lab 07 exercise (``exercise`` in conjugate, column, row, ce) on ``world_size`` gloo
-    ranks for every case in one launch; per rank, per case: outputs, gradients and the
-    collectives called (name, elements, whether during backward)."""
+    """Run one Lab 07 exercise (``exercise`` in copy, reduce, column, row, ce; the split layers
+    with the grader's own f and g) on ``world_size`` gloo ranks for every case in one launch; per
+    rank, per case: outputs, gradients and the collectives called (name, elements, whether
+    during backward)."""
     from labkit.dist import launch
     from labkit.tensor_parallel.check import exercise_rank
 

@@ -175,13 +175,13 @@ LABS["lab09_memory"] = Lab(
     title="Lab 09 exercises: memory",
     doc="""
 - ``checkpointed_forward``: activation checkpointing of a chain of layers, written by hand;
-- ``block_activation_bytes``: the bytes one block of the course's GPT keeps for backward;
+- ``checkpoint_policy``: which activations to keep under a memory budget, recomputing the least;
 - ``forward_only_peak``: the activation peak of a chain run without autograd (inference);
 - ``kv_cache_bytes``: the bytes of a decoder's key/value cache (section 12).
 """,
-    imports=("from __future__ import annotations", "", "import math", "", "import torch"),
+    imports=("from __future__ import annotations", "", "import itertools", "import math", "", "import torch"),
     items=("labkit.memory.activation_checkpointing._run", "labkit.memory.activation_checkpointing._Segment",
-           "labkit.memory.activation_checkpointing.checkpointed_forward", "labkit.memory.estimate.block_activation_bytes",
+           "labkit.memory.activation_checkpointing.checkpointed_forward", "labkit.memory.policy._checkpoint_policy as checkpoint_policy",
            "labkit.memory.inference._forward_only_peak as forward_only_peak", "labkit.memory.inference.kv_cache_bytes"),
 )
 

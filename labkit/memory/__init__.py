@@ -7,6 +7,8 @@
                        activation checkpointing by hand (Chen et al. 2016): segments recomputed,
                        RNG restored; exact peak bytes (S + k + 2)·a vs torch.utils.checkpoint
     recompute.py       selective (attention core) and full recomputation of the GPT
+    policy.py          which activations to keep under a byte budget (0/1 knapsack), measured
+                       under PyTorch's selective activation checkpointing
     accumulation.py    gradient accumulation: micro-batches with loss/n; peak = c0 + m·c1 exactly
     mixed_precision.py fp32 master weights + Adam (16 bytes/param, measured), dynamic loss scaling
                        (step for step torch.amp.GradScaler), fp16 underflow, bf16 autocast

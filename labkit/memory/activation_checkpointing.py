@@ -215,11 +215,21 @@ def checkpointed_forward(layers, x, segment):
     the random stream after the step is not disturbed). Let the recomputation's backward
     (torch.autograd.backward) put the parameters' gradients straight into their .grad, as
     PyTorch's reentrant checkpoint does. Do not use torch.utils.checkpoint.
+
+    What the grader relies on: it calls ``checkpointed_forward(...).sum().backward()`` once per
+    chain and then reads x.grad and every parameter's .grad — so the recomputed segment's
+    gradients must reach .grad during that one backward, which the reentrant form (a
+    torch.autograd.Function whose backward reruns the segment and calls torch.autograd.backward)
+    does by construction. The peak it checks counts every live tensor storage (labkit's
+    tracker), so a segment may keep nothing but its input between forward and backward; a form
+    built on torch.autograd.graph.saved_tensors_hooks (non-reentrant) is accepted only if it
+    stays within that bound too, which a forward run with grad makes hard.
     """
     # BEGIN SOLUTION
-    # HINT: a torch.autograd.Function per segment: forward under torch.no_grad(), keeping the input
-    # HINT: and torch.get_rng_state(); backward reruns the segment with grad inside torch.random.fork_rng
-    # HINT: after torch.set_rng_state, then torch.autograd.backward. Pass the parameters as inputs too.
+    # HINT: a segment is a torch.autograd.Function whose forward keeps nothing but what it needs to
+    # HINT: run the segment again (its input, and the random state for dropout), and whose backward
+    # HINT: recomputes with grad enabled and back-propagates through the recomputation.
+    # HINT: torch.random.fork_rng keeps the restore from disturbing later draws.
     layers = list(layers)
     for i in range(0, len(layers), segment):
         part = layers[i:i + segment]

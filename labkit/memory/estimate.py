@@ -69,7 +69,6 @@ def _check_config(fn: str, cfg) -> None:
         raise TypeError(f"{fn}: cfg must be a labkit.model.GPTConfig, got {type(cfg).__name__}")
 
 
-# BEGIN SOLUTION (labkit's count, from a GPTConfig: it answers block_activation_bytes)
 def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int,
                           recompute: str = "none") -> int:
     """Bytes one Block of `labkit.model.GPT` keeps for backward on CPU, counted exactly, with
@@ -99,38 +98,6 @@ def gpt_layer_saved_bytes(cfg, batch_size: int, seq: int, itemsize: int,
         return b * s * h * e
     kept = (8 + 2 * r) * b * s * h * e + 4 * b * s * e
     return kept if recompute == "selective" else kept + a * b * s * s * e + s * s
-# END SOLUTION
-
-
-def block_activation_bytes(batch, seq, hidden, heads, mlp_ratio, itemsize, recompute="none"):
-    """Bytes one block of ``labkit.model.GPT`` keeps for backward, on CPU (an int).
-
-    A block is x + attn(ln1(x)), then x + mlp(ln2(x)); its tensors have b = batch rows of
-    s = seq positions of h = hidden features, a = heads attention heads, an MLP of width
-    r·h (r = mlp_ratio), e = itemsize bytes per element. Count, once each:
-    - the input of each LayerNorm, and each LayerNorm's mean and 1/std (b·s numbers each, in the
-      model's dtype: e bytes each, as PyTorch keeps them on a CPU);
-    - the input of every Linear (qkv, the attention's output projection, fc, the MLP's proj);
-    - the copies of q, k and v that the batched matmuls make (b·s·h each);
-    - softmax's output (b·a·s·s) and the causal mask (s·s booleans of 1 byte);
-    - GELU's input.
-    recompute="selective": the attention core (scores, mask, softmax, att·V) is recomputed: its
-    q, k, v copies are replaced by the qkv output (same size), softmax's output and the mask are
-    not kept. recompute="full": only the block's input is kept.
-    """
-    # BEGIN SOLUTION
-    # HINT: add up, in bytes, every tensor the list names: most are b·s·h elements or r times
-    # HINT: that; the LayerNorm statistics are b·s; softmax's output is per head and s × s; the mask is bool.
-    bsh = batch * seq * hidden * itemsize
-    if recompute == "full":
-        return bsh
-    kept = (8 + 2 * mlp_ratio) * bsh + 4 * batch * seq * itemsize
-    if recompute == "selective":
-        return kept
-    return kept + heads * batch * seq * seq * itemsize + seq * seq
-    # END SOLUTION
-
-
 def gpt_saved_activation_bytes(cfg, batch_size: int, seq: int | None = None, dtype=None,
                                recompute: str = "none") -> dict:
     """Bytes autograd keeps for backward after ``GPT(cfg, dtype=dtype)(tokens, targets)`` on CPU,

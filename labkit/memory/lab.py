@@ -272,25 +272,37 @@ def _timeline_of(fn, n_layers, segment, width, batch_size) -> Timeline:
     return Timeline(n_layers, segment, tuple(tracker.timeline), tracker.peak_bytes, None)
 
 
-def block_bytes_picture(fn):
-    """Your ``block_activation_bytes`` next to the closed form, for a few sizes and policies."""
-    from labkit.memory.estimate import gpt_layer_saved_bytes
+POLICY_WIDTHS = (128, 192, 32, 48, 192, 192, 256, 64)  # a Linear+Tanh chain whose outputs differ in size and cost
+POLICY_BATCH = 16
 
+
+def policy_picture(fn, widths=POLICY_WIDTHS, batch_size: int = POLICY_BATCH):
+    """Your ``checkpoint_policy`` on the matmul outputs of a Linear+Tanh chain, for budgets from
+    nothing to everything: what it keeps, the bytes and recomputed FLOPs it predicts, what
+    PyTorch's selective checkpointing measures when it keeps exactly those, and the least
+    recomputation any choice within the budget reaches (every subset tried)."""
+    from labkit.memory.policy import best_by_brute_force, chain_tensors, measure_chain_policy, recomputed
+
+    sizes, costs = chain_tensors(widths, batch_size)
     rows = []
-    for cfg, b, e in ((MEMORY_GPT, 4, 2), (GPTConfig(hidden=4096, heads=32, seq_len=2048, vocab=8), 1, 2),
-                      (GPTConfig(hidden=12288, heads=96, seq_len=2048, vocab=8), 1, 2)):
-        for policy in ("none", "selective", "full"):
-            yours = fn(b, cfg.seq_len, cfg.hidden, cfg.heads, cfg.mlp_ratio, e, policy)
-            want = gpt_layer_saved_bytes(cfg, b, cfg.seq_len, e, policy)
-            rows.append((cfg.hidden, cfg.seq_len, policy, yours, want, yours == want))
-    table = Table(["h", "s", "recompute", "yours", "closed form", "equal"], rows)
+    for share in (0, 0.25, 0.5, 0.75, 1):
+        budget = int(share * sum(sizes))
+        keep = sorted(fn(list(sizes), list(costs), budget))
+        run = measure_chain_policy(widths, batch_size, keep)
+        least, _ = best_by_brute_force(sizes, costs, budget)
+        kept = sum(sizes[i] for i in keep)
+        rows.append((budget, ",".join(map(str, keep)) or "-", kept, run.kept_bytes, recomputed(costs, keep),
+                     run.extra_flops, least, kept <= budget and recomputed(costs, keep) == least))
+    table = Table(["budget B", "kept", "kept B", "measured B", "recomputed FLOPs", "measured", "least",
+                   "optimal"], rows, title=f"matmul outputs of a Linear+Tanh chain {'→'.join(map(str, widths))}, "
+                                           f"batch {batch_size}, float32")
     print(table)
     return table
 
 
 def picture(exercise: str):
     """The ``picture(fn)`` for `check_your_work` of one exercise of exercises/lab09_memory.py."""
-    return {"checkpointed_forward": checkpoint_picture, "block_activation_bytes": block_bytes_picture,
+    return {"checkpointed_forward": checkpoint_picture, "checkpoint_policy": policy_picture,
             "forward_only_peak": peak_picture, "kv_cache_bytes": kv_picture}[exercise]
 
 

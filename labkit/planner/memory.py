@@ -238,8 +238,9 @@ def fits_in_memory(num_params, layers, activation_bytes_per_layer, dp, tp, pp, m
     states 16·2.5e8 − 12·2.5e8/2 = 2.5e9, activations 2·12·1e8 = 2.4e9 -> (True, 4.9e9).
     """
     # BEGIN SOLUTION
-    # HINT: one GPU holds Ψ/(tp·pp) parameters' states, 16 bytes each less ZeRO's share; 1F1B's
-    # HINT: first stage keeps min(m, pp) micro-batches of its l/pp layers; compare the sum with memory_bytes.
+    # HINT: add up what one GPU of the grid holds: its share of the model states (which of tp, pp
+    # HINT: and ZeRO divide them?) and the activations its pipeline stage keeps in flight under
+    # HINT: 1F1B.
     psi = num_params / (tp * pp)
     sharded = {0: 0, 1: 12, 2: 2 + 12, 3: 16}[zero_stage]
     states = (16 - sharded) * psi + sharded * psi / dp

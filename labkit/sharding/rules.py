@@ -122,9 +122,9 @@ def _einsum_placement(equation, a, b):
     (cuts along different letters, P with S, P with P) is None.
     """
     # BEGIN SOLUTION
-    # HINT: parse 'ab,bc->ac'; replicated with replicated stays replicated, a partial sum times a
-    # HINT: replicated operand stays partial; a sharded letter survives if it is in the output, else the
-    # HINT: contraction over it leaves a partial sum; two different sharded letters need a redistribution.
+    # HINT: follow each index letter of the einsum: what happens to a sharded letter that survives
+    # HINT: into the output, to one that is summed over, and to a partial sum multiplied by a
+    # HINT: replicated operand?
     lhs, rest = equation.replace(" ", "").split(",")
     rhs, out = rest.split("->")
 

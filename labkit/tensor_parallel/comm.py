@@ -232,8 +232,9 @@ def _copy_to_tp(x):
     ``YourFunction.apply(x)``.
     """
     # BEGIN SOLUTION
-    # HINT: a torch.autograd.Function whose static forward returns the input as a new view
-    # HINT: (x.view_as(x)) and whose backward all-reduces a clone of the gradient (dist.all_reduce).
+    # HINT: a torch.autograd.Function: forward changes nothing, but must hand autograd a new tensor
+    # HINT: object, not x itself; backward is where the ranks' gradients are summed (dist.all_reduce),
+    # HINT: on a tensor you own rather than the gradient autograd gave you.
     return _PlainCopyToTP.apply(x)
     # END SOLUTION
 

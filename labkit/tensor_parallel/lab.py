@@ -146,14 +146,14 @@ def moe_table(factors=(0.5, 1.0, 1.25, 2.0), world: int = 2, tokens: int = 32) -
 
 def _run_exercise(exercise: str, attr: str, fn, world: int = 2):
     """The ranks the grader's harness runs (`tensor_parallel.check`), on ``world`` ranks with the
-    learner's function (and labkit's f and g for the operator not being checked)."""
+    learner's function (the split layers run with the grader's f and g)."""
     from labkit.tensor_parallel.check import exercise_rank
     from labkit.tensor_parallel.comm import copy_to_tp, reduce_from_tp
 
     shim = types.SimpleNamespace(copy_to_tp=copy_to_tp, reduce_from_tp=reduce_from_tp)
     setattr(shim, attr, fn)
     g = lambda s, *shape: torch.randn(*shape, generator=torch.Generator().manual_seed(s), dtype=torch.float64)  # noqa: E731
-    case = {"conjugate": {"x": g(0, 3, 4), "w": g(1, world, 3, 4), "parts": g(2, world, 3, 4)},
+    case = {"copy": {"x": g(0, 3, 4), "w": g(1, world, 3, 4)}, "reduce": {"x": g(0, 3, 4), "parts": g(2, world, 3, 4)},
             "column": {"x": g(3, 2, 3, 8), "weight": g(4, 8, 8), "bias": g(5, 8), "upstream": g(6, 2, 3, 8)},
             "ce": {"logits": 4 * g(7, 7, 12), "targets": torch.arange(7) * 5 % 12, "scale": 1.0}}
     case["row"] = case["column"]
@@ -171,7 +171,7 @@ def _verdict(what: str, err: float) -> str:
 
 
 def conjugate_picture(fn, which: str):
-    case, per_rank = _run_exercise("conjugate", which, fn)
+    case, per_rank = _run_exercise("copy" if which == "copy_to_tp" else "reduce", which, fn)
     for rank, (res,) in enumerate(per_rank):
         if which == "copy_to_tp":
             fwd = (res["f_out"] - case["x"]).abs().max().item()

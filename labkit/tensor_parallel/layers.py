@@ -126,12 +126,14 @@ def column_parallel_linear(x, weight, bias):
     """This rank's output features of y = x·Wᵀ + b.
 
     x: (..., in), the same on every rank; weight: (out/t, in), this rank's rows of W; bias:
-    (out/t,), this rank's part of b. Returns (..., out/t). The gradient reaching x must be the
-    full one (every rank's part added up): pass x through your copy_to_tp first.
+    (out/t,), this rank's part of b (the grader always passes one; torch.nn.functional.linear
+    would take None as well). Returns (..., out/t). The gradient reaching x must be the full one
+    (every rank's part added up): pass x through your copy_to_tp first. The grader runs this with
+    its own copy_to_tp in place of yours, so only this function is graded here.
     """
     # BEGIN SOLUTION
-    # HINT: every rank holds all of x, so x enters through your f (copy_to_tp), then one
-    # HINT: torch.nn.functional.linear with this rank's rows of W and b.
+    # HINT: x is replicated, so its gradient must be summed over ranks in backward: which of your
+    # HINT: two functions does that? What remains is an ordinary linear layer on this rank's shard.
     return torch.nn.functional.linear(copy_to_tp(x), weight, bias)
     # END SOLUTION
 
@@ -140,11 +142,13 @@ def row_parallel_linear(x, weight, bias):
     """The whole y = x·Wᵀ + b from input features split over ranks.
 
     x: (..., in/t), this rank's input features; weight: (out, in/t), this rank's columns of W;
-    bias: (out,), the whole bias (the same on every rank). Returns (..., out), the same on every
-    rank: the ranks' partial products summed with your reduce_from_tp, the bias added once.
+    bias: (out,), the whole bias (the same on every rank; the grader always passes one, so
+    bias=None need not be handled). Returns (..., out), the same on every rank: the ranks'
+    partial products summed with your reduce_from_tp, the bias added once. The grader runs this
+    with its own reduce_from_tp in place of yours, so only this function is graded here.
     """
     # BEGIN SOLUTION
-    # HINT: each rank's product covers only its input features: add the partial products over
-    # HINT: ranks with your g (reduce_from_tp); the bias is whole, so add it after the sum.
+    # HINT: each rank's product is a partial sum over its own input features: which of your two
+    # HINT: functions adds partial sums across ranks? The bias belongs to the whole sum, once.
     return reduce_from_tp(torch.nn.functional.linear(x, weight)) + bias
     # END SOLUTION

@@ -131,8 +131,9 @@ def _vocab_parallel_cross_entropy(logits, targets, start):
     logit). Backward needs no communication: d loss / d z_v = (softmax_v - [v == target]) / N.
     """
     # BEGIN SOLUTION
-    # HINT: a torch.autograd.Function: in forward, three dist.all_reduce calls (op=dist.ReduceOp.MAX
-    # HINT: for the row max; sums for the exps and for the target logit, zero off your columns); keep the
-    # HINT: local softmax for backward, which subtracts the one-hot of your targets and divides by N.
+    # HINT: softmax needs the row's max and sum of exponentials, and the target's logit, over the
+    # HINT: WHOLE vocabulary: each is a reduction across ranks of something every rank computes on
+    # HINT: its own columns (dist.all_reduce takes a ReduceOp). The gradient of cross-entropy is
+    # HINT: softmax minus one-hot, restricted to your columns.
     return _PlainVocabCE.apply(logits, targets, start)
     # END SOLUTION

@@ -460,8 +460,9 @@ def fsdp_linear(x, weight_shard, bias, out_features, in_features):
       bias is dy summed over the batch (no communication).
     """
     # BEGIN SOLUTION
-    # HINT: a torch.autograd.Function; ctx.save_for_backward only x and the shard; gather W with
-    # HINT: dist.all_gather_single in forward and again in backward; pad dyᵀ·x and
-    # HINT: dist.reduce_scatter_single it into the shard's gradient.
+    # HINT: the full weight exists only while it is used: gathered for forward, freed, gathered
+    # HINT: again for backward (a torch.autograd.Function that saves the shard, not the full
+    # HINT: weight); the weight's gradient leaves backward already summed and cut to your shard
+    # HINT: (dist.reduce_scatter_single).
     return _FSDPLinear.apply(x, weight_shard, bias, out_features, in_features)
     # END SOLUTION

@@ -211,9 +211,10 @@ def zero1_step(param, grad, state, lr, momentum):
     No all-reduce: ZeRO-1 moves what DDP moves, as a reduce-scatter plus an all-gather.
     """
     # BEGIN SOLUTION
-    # HINT: pad, then dist.reduce_scatter_single into a shard-sized torch.empty and divide by N;
-    # HINT: keep only that shard's momentum in state; update your shard of the padded parameters;
-    # HINT: dist.all_gather_single them back and copy the first P into param under torch.no_grad().
+    # HINT: each rank owns one equal shard of the (padded) flat parameters: reduce-scatter gives it
+    # HINT: the summed gradient of exactly its shard, it updates only that shard with only that
+    # HINT: shard's state, and an all-gather rebuilds the full parameters
+    # HINT: (dist.reduce_scatter_single, dist.all_gather_single).
     n, r = dist.get_world_size(), dist.get_rank()
     size = math.ceil(param.numel() / n)                    # P'/N
     lo, hi = r * size, (r + 1) * size

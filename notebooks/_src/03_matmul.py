@@ -434,10 +434,8 @@ def rows_of(table):
 #
 # The 32 lanes of a warp move through the code together: the warp issues one instruction per
 # **slot**, and every lane that is *active* executes it (GPUs since Volta keep a program counter
-# per lane, but still issue for the lanes that are at the same instruction together). When the
-# lanes disagree at a branch, the warp issues the `then` side with the lanes that took it (the
-# others masked off), then the `else` side with the rest, and they continue together after the
-# branch. A loop keeps the warp busy while any lane still runs it.
+# per lane, but still issue for the lanes that are at the same instruction together). Lanes can
+# disagree, though: at a branch, or on how many times to run a loop.
 #
 # `simulate_warp` runs kernels written as small trees of `Op`, `If` and `Loop` on one warp, lane by
 # lane; the lane value v is the lane id. The kernel of the third row below:
@@ -466,7 +464,10 @@ claim("one lane looping 32 times holds its warp: 64 slots at efficiency 0.062",
       straggler["slots"] == 64 and round(straggler["efficiency"], 3) == 0.062, f"{straggler['efficiency']:.4f}")
 
 # %% [markdown]
-# The closed forms behind the table:
+# When the lanes disagree at a branch, the warp issues the `then` side with the lanes that took
+# it (the others masked off), then the `else` side with the rest, and they continue together
+# after the branch; a loop keeps the warp busy while any lane still runs it. The closed forms
+# behind the table:
 #
 # - a two-way branch whose sides cost a and b slots costs **a + b** as soon as each side has at
 #   least one lane — one lane is enough — and a (or b) only when the whole warp agrees;
@@ -493,8 +494,7 @@ display(HTML(side_by_side(*pics)))
 #
 # A warp's load is one instruction — one *request* — carrying 32 addresses. The memory system
 # serves it in aligned 32-byte **sectors**: L2 and DRAM move whole sectors, and a profiler on a
-# current GPU (Nsight Compute) reports *sectors per request*. A sector that any active lane touches
-# moves entirely. Before Pascal, the unit people counted was the aligned 128-byte *segment*
+# current GPU (Nsight Compute) reports *sectors per request*. Before Pascal, the unit people counted was the aligned 128-byte *segment*
 # ("transaction", four sectors); the tables keep it as a second column, because older guides and
 # many textbooks still count in it.
 #
@@ -516,12 +516,12 @@ claim("random lanes: the mean of 200 warps is within 0.5 of M(1-(1-1/M)^32)",
       all(abs(r["sectors"] - r["formula"]) < 0.5 for k, r in sr.items() if k.startswith("random")))
 
 # %% [markdown]
+# A sector that any active lane touches moves entirely, however few of its bytes are read.
 # Thirty-two consecutive float32 are 128 bytes: four sectors, all used. Lane i reading element
 # i·s spans 31·s·4 bytes, so a request at stride s touches **min(32, 4s)** sectors of 4-byte
 # elements (min(32, s) segments), and from stride 8 on every lane drags a whole sector of its own
-# (32 bytes moved for 4 used). The count is a set: the distinct values `address // 32` over the
-# active lanes. (You will write it, for any segment size, as the `transactions` exercise of
-# Lab 13.) Random addresses behave like a large stride: in a big array almost every lane has a
+# (32 bytes moved for 4 used). (You will write the count, for any segment size, as the
+# `transactions` exercise of Lab 13.) Random addresses behave like a large stride: in a big array almost every lane has a
 # sector of its own (≈ 32); only a small array, where lanes collide, does better. Each picture shows
 # the 128-byte rows one request touches: dark = words read, pale = the rest of the sectors that
 # move anyway:
@@ -605,9 +605,7 @@ claim("the tile changes layout once, through 32x32 floats in shared memory",
 # ### 9.3 Shared-memory bank conflicts
 #
 # Shared memory is split into 32 **banks** of 4-byte words; word w lives in bank w mod 32, and a
-# bank delivers one word per cycle. Lanes asking one bank for *different* words are served one
-# after the other: the access takes as many passes as the busiest bank has distinct words (lanes
-# reading the *same* word share it: a broadcast).
+# bank delivers one word per cycle.
 #
 # **Predict first:** the degree (passes) of reading a column of `float tile[32][32]`? Of a column
 # of `tile[32][33]`? Of lanes reading every third word?
@@ -624,7 +622,9 @@ odd = [Bk.conflict_degree([i * s for i in range(32)]) for s in range(1, 64, 2)]
 claim("any odd stride is conflict-free", set(odd) == {1}, "strides 1, 3, ..., 63")
 
 # %% [markdown]
-# Lane i reading word i·s hits only 32/gcd(s, 32) different banks, so the degree is
+# Lanes asking one bank for *different* words are served one after the other: the access takes
+# as many passes as the busiest bank has distinct words (lanes reading the *same* word share it: a
+# broadcast). Lane i reading word i·s hits only 32/gcd(s, 32) different banks, so the degree is
 # **gcd(s, 32)**. A column of `tile[32][32]` is stride 32: every lane hits the same bank. Padding
 # each row to 33 words shifts row r by r banks: 32 passes become one for 32 unused words (3% more
 # shared memory). This is why the classic shared-memory transpose declares its tile `[32][33]`
@@ -680,8 +680,7 @@ print(gm.host_device())
 # all of it fits: its warps (an H100 SM has 64 warp slots), its registers (65,536 per SM, given
 # out per warp in units of 256) and its shared memory (up to 228 KiB per SM, plus 1 KiB reserved
 # per block); and at most 32 blocks. `labkit.gpu_model.occupancy` does the arithmetic of CUDA's
-# occupancy calculator (you write it yourself in section 11.5; labkit's is printed after that
-# exercise).
+# occupancy calculator (you will write it yourself as the `blocks_per_sm` exercise of section 11).
 #
 # **Predict first:** blocks of 256 threads, each thread using 64 registers, no shared memory. How
 # many warps can one H100 SM keep resident? And with 128 registers per thread?
@@ -1094,7 +1093,7 @@ claim("48 KiB of shared memory per block allows 4 blocks, whatever the registers
 check_your_work("lab03_matmul", "blocks_per_sm", picture=cl.picture("blocks_per_sm"))
 
 # %% [markdown]
-# labkit's calculator, to compare with yours (it also checks its arguments and returns every limit):
+# Ours, for comparison once yours passes (it also names the limit that binds):
 
 # %%
 show(Oc.occupancy)

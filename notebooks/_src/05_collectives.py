@@ -122,11 +122,9 @@ claim("every transfer of the ring goes to the next rank", all(t.dst == (t.src + 
 # chunk (r−s) mod N and stores chunk (r−s−1) mod N.
 
 # %% [markdown]
-# ### The code, and the simulator against a real run
+# ### The simulator against a real run
 #
-# `labkit.collectives.ring_all_reduce` is the two halves one after the other, on a flat view of
-# the tensor cut by `chunk_bounds` (you write the same three functions below; labkit's are printed
-# after your check cells). Each half only ever calls `exchange`: an `isend` and an `irecv` posted together, then both
+# Each half of our ring only ever calls `exchange`: an `isend` and an `irecv` posted together, then both
 # waited on. Posting both before waiting is what keeps a ring from deadlocking — if every rank
 # first waited for its send to be received, nobody would be receiving.
 
@@ -167,7 +165,8 @@ check_your_work("lab05_collectives", "ring_all_gather_chunks",
 check_your_work("lab05_collectives", "ring_all_reduce", picture=lab.picture("ring_all_reduce"))
 
 # %% [markdown]
-# labkit's all-reduce, to compare with yours (its two halves send large chunks in segments):
+# Ours, for comparison once yours pass: `labkit.collectives.ring_all_reduce` is the two halves one
+# after the other, on a flat view of the tensor cut by `chunk_bounds`:
 
 # %%
 show(C.ring_all_reduce)

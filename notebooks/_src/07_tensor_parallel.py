@@ -58,13 +58,8 @@ print("labkit", labkit.__version__, "| torch", torch.__version__.split("+")[0])
 # * **f** — identity in forward, all-reduce in backward (where a replicated x enters the split);
 # * **g** — all-reduce in forward, identity in backward (where partial sums leave it).
 #
-# They are *conjugate*: one's backward is the other's forward. Here they are, as autograd functions:
-
-# %%
-show(_CopyToTP)
-show(_ReduceFromTP)
-show(ColumnParallelLinear.forward)
-show(RowParallelLinear.forward)
+# They are *conjugate*: one's backward is the other's forward. In PyTorch each is a
+# `torch.autograd.Function`, whose static `forward` and `backward` you write yourself.
 
 # %% [markdown]
 # ### Exercises 1–4: f, g, and the two split layers
@@ -72,6 +67,8 @@ show(RowParallelLinear.forward)
 # In `exercises/lab07_tensor_parallel.py`, write `copy_to_tp` (f) and `reduce_from_tp` (g) as
 # autograd functions, then `column_parallel_linear` and `row_parallel_linear` with them. Each cell
 # runs your function on 2 real ranks and compares outputs and gradients with the unsplit layer.
+# Each is graded on its own: the split layers are run with the grader's f and g, so a stub f or g
+# costs only its own points.
 
 # %%
 check_your_work("lab07_tensor_parallel", "copy_to_tp", picture=lab.picture("copy_to_tp"))
@@ -84,6 +81,16 @@ check_your_work("lab07_tensor_parallel", "column_parallel_linear", picture=lab.p
 
 # %%
 check_your_work("lab07_tensor_parallel", "row_parallel_linear", picture=lab.picture("row_parallel_linear"))
+
+# %% [markdown]
+# Ours, for comparison once yours pass — f, g, and the two layers' `forward`s (labkit's layers
+# also record each collective for the tables below and take their group from the context):
+
+# %%
+show(_CopyToTP)
+show(_ReduceFromTP)
+show(ColumnParallelLinear.forward)
+show(RowParallelLinear.forward)
 
 # %% [markdown]
 # ## 2. Megatron's pairing: column, then row
@@ -124,11 +131,10 @@ claim("column-first applies GELU to whole output features: the unsplit GELU, to 
 # %% [markdown]
 # **A common mistake** says that splitting by rows (which ends in an all-reduce) and by columns
 # (which ends in an all-gather) "move the same volume". In a ring, an all-reduce sends
-# 2(p−1)/p·S bytes per rank and an all-gather (p−1)/p·S — half. What matters is the *pairing*:
-# gathering the (b, s, 4h) activation between the layers, instead of keeping it split, adds an
-# all-gather of a tensor four times bigger, in both passes.
+# 2(p−1)/p·S bytes per rank and an all-gather (p−1)/p·S — half. What matters is the *pairing*.
 #
-# **Predict first:** on 2 ranks, how many times more bytes does "gather in between" send?
+# **Predict first:** on 2 ranks, how many times more bytes does "gather in between" (all-gather
+# the (b, s, 4h) activation between the two layers) send than Megatron's column → row?
 
 # %%
 pt = lab.pairing_table(worlds=(2, 4))
@@ -142,7 +148,9 @@ claim("per rank a ring all-reduce sends twice what an all-gather of the same ten
       alpha_beta.coefficients("ring_all_reduce", 4, 1.0)[1] == 2 * alpha_beta.coefficients("ring_all_gather", 4, 1.0)[1])
 
 # %% [markdown]
-# Three times: 2 all-reduces of S (4S·(p−1)/p) plus 2 all-gathers of 4S (8S·(p−1)/p).
+# Three times: gathering the (b, s, 4h) activation between the layers, instead of keeping it
+# split, adds an all-gather of a tensor four times bigger, in both passes — 2 all-reduces of S
+# (4S·(p−1)/p) plus 2 all-gathers of 4S (8S·(p−1)/p).
 #
 # **Attention** splits the same way, by heads. The input x is replicated, so each rank projects
 # Q, K and V for *its own heads* with its share of the qkv weight (column-parallel) — no Q, K or V
@@ -156,10 +164,8 @@ V.tp_widget("attention", t=2)
 # ## 3. A whole model, and its communication counted
 #
 # `parallelize(model)` splits our GPT: attention by heads, MLPs Megatron-style, the vocabulary for
-# the embedding and the tied output layer. Per transformer layer that is 2 all-reduces forward
-# (attention's g, MLP's g) and 2 backward (their f's), each of b·s·h elements. **A common mistake**
-# counts "2 all-reduces per layer", forgetting the backward pass. The embedding adds one (forward),
-# the output layer's f one (backward), and the loss three tiny ones of b·s numbers.
+# the embedding and the tied output layer. Each split region is entered through an f and left
+# through a g.
 #
 # **Predict first:** with 2 layers, how many all-reduces of b·s·h elements in one forward? In one
 # backward?
@@ -173,6 +179,11 @@ claim("with 2 layers: 2L + 1 = 5 all-reduces of b·s·h forward and 5 backward, 
       all((r[2], r[3], r[4]) == (5, 5, 3) for r in mt.rows if r[0] > 1))
 
 # %% [markdown]
+# Per transformer layer there are 2 all-reduces forward (attention's g, MLP's g) and 2 backward
+# (their f's), each of b·s·h elements. **A common mistake** counts "2 all-reduces per layer",
+# forgetting the backward pass. The embedding adds one (forward), the output layer's f one
+# (backward), and the loss three tiny ones of b·s numbers: 2L + 1 each way.
+#
 # The losses agree to rounding, and `tests/test_tensor_parallel.py` checks every parameter's
 # gradient (each rank's slice against the same slice of the unsplit gradient) on 1, 2 and 4 ranks.
 # `tests/test_tensor_parallel_torch.py` checks our MLP against PyTorch's `ColwiseParallel` /

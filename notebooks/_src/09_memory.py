@@ -244,7 +244,7 @@ claim_close("one layer of ours, reconciled, is Korthikanti's per-layer count exa
 # a·s²·b and its output of 2·a·s²·b — which ours does not; ours keeps the LayerNorm statistics
 # and the causal mask, which theirs leaves out as small. Added and taken away, the counts agree
 # exactly. The term to watch in both is the one in s²: at long sequences the attention scores
-# dominate. You will write this count yourself in Exercise 2, after section 5.
+# dominate. Which of these tensors are worth keeping is the question of section 5.
 #
 # ## 4. Activation checkpointing
 #
@@ -255,7 +255,7 @@ claim_close("one layer of ours, reconciled, is Korthikanti's per-layer count exa
 # saves the segment's input, and whose `backward` recomputes and calls `torch.autograd.backward`.
 #
 # Memory: ⌈N/k⌉ segment inputs are kept, plus, during one segment's backward, its k recomputed
-# activations — about (N/k + k) activations, smallest near k = √N. The exact peak of our chain,
+# activations. The exact peak of our chain,
 # with a the bytes of one (B, w) activation, is (⌈N/k⌉ + k + 2)·a plus a layer's gradients and two
 # scalars. The cost: every layer runs forward twice, so one extra forward per step.
 #
@@ -274,8 +274,9 @@ claim("k = 1 is worse than no checkpointing", peak[1] > peak["none"], f"{peak[1]
 claim("the extra work is one forward for every k", set(ck.column("extra FLOPs")[1:]) == {8192}, "8192 FLOPs")
 
 # %% [markdown]
-# k = 4 = √16 is best. k = 1 is *worse* than no checkpointing: every layer's input is kept anyway,
-# and the segment machinery adds the incoming gradient and the recomputed output. Every
+# k = 4 = √16 is best: about N/k + k activations are kept, smallest near k = √N. k = 1 is
+# *worse* than no checkpointing: every layer's input is kept anyway, and the segment machinery
+# adds the incoming gradient and the recomputed output. Every
 # measurement equals the closed form, and the extra FLOPs are exactly one forward for every k.
 # Now go back to the widget in section 2 and step through k: the red hill flattens into ⌈N/k⌉
 # small ones.
@@ -357,21 +358,81 @@ claim_between("s/(6h + s) for GPT-3 (s = 2048, h = 12 288): about 2.7 %", 100 * 
 # FLOPs is s/(6h + s) (with r = 4): 1/7 here where s = h, but 2.7 % for GPT-3 (s = 2048,
 # h = 12 288) — selective recomputation is nearly free at scale.
 #
-# ### Exercise 2: `block_activation_bytes`
+# ### 5.1 Choosing what to keep under a budget
 #
-# In `exercises/lab09_memory.py`, write `block_activation_bytes(batch, seq, hidden, heads,
-# mlp_ratio, itemsize, recompute)`: the count of section 3, and what the two recomputation
-# policies keep. The grader compares it with the closed form on random sizes and with what
-# autograd actually saves in our model.
+# Selective and full recomputation are two hand-picked points among all the subsets of a step's
+# activations. In general, keeping tensor i costs its bytes from forward to backward, and dropping
+# it costs the FLOPs that recompute it in backward. Given a memory budget, which tensors should
+# be kept?
+#
+# PyTorch can keep exactly the set you choose: *selective activation checkpointing*. Inside a
+# `torch.utils.checkpoint.checkpoint(..., use_reentrant=False, context_fn=...)` region, a policy
+# built with `torch.utils.checkpoint.create_selective_checkpoint_contexts` answers, for each op,
+# `CheckpointPolicy.MUST_SAVE` (keep its output) or `PREFER_RECOMPUTE`; in backward, the region
+# is replayed and every op not saved runs again. So the bytes kept are the sum of the saved
+# outputs and the FLOPs recomputed the sum of the others' — `labkit.memory.policy` runs a chain
+# of bias-free Linear+Tanh layers that way and measures both, with our tracker and PyTorch's FLOP
+# counter. The candidates are the chain's matmul outputs: output i is (16, w_{i+1}) float32, and
+# recomputing it costs 2·16·w_i·w_{i+1} FLOPs, so the cheap-to-keep and the costly-to-recompute
+# are not the same tensors.
+#
+# **Predict first:** with half of the seven outputs' bytes as the budget, does keeping the
+# outputs with the most FLOPs per byte first (greedy) recompute as little as the best choice? And
+# keeping the smallest first?
 
 # %%
-check_your_work("lab09_memory", "block_activation_bytes", picture=lab.picture("block_activation_bytes"))
+from labkit.memory import policy as P
+from labkit.table import Table
+
+sizes, costs = P.chain_tensors(lab.POLICY_WIDTHS, lab.POLICY_BATCH)
+
+
+def greedy(order, budget):
+    keep, used = [], 0
+    for i in order:
+        if used + sizes[i] <= budget:
+            keep, used = keep + [i], used + sizes[i]
+    return sorted(keep)
+
+
+by_density = sorted(range(len(sizes)), key=lambda i: -costs[i] / sizes[i])
+by_size = sorted(range(len(sizes)), key=lambda i: sizes[i])
+rows = []
+for share in (0.25, 0.5, 0.75):
+    budget = int(share * sum(sizes))
+    least, best = P.best_by_brute_force(sizes, costs, budget)
+    rows.append((budget, P.recomputed(costs, greedy(by_size, budget)),
+                 P.recomputed(costs, greedy(by_density, budget)), least))
+print(f"sizes {sizes} B\ncosts {costs} FLOPs")
+print(Table(["budget B", "smallest first", "FLOPs/byte first", "least possible (all subsets)"], rows,
+          title="FLOPs recomputed"))
+half = rows[1]
+claim("at half the bytes, both greedy orders recompute more than the best",
+      half[1] > half[3] and half[2] > half[3], f"{half[1]}, {half[2]} vs {half[3]}")
+runs = [(keep, P.measure_chain_policy(lab.POLICY_WIDTHS, lab.POLICY_BATCH, keep))
+        for keep in ([], greedy(by_density, half[0]), list(range(len(sizes))))]
+claim("selective checkpointing keeps and recomputes exactly the sums",
+      all(r.kept_bytes == sum(sizes[i] for i in k) and r.extra_flops == P.recomputed(costs, k) and r.exact
+          for k, r in runs), f"{len(runs)} policies, gradients exact")
 
 # %% [markdown]
-# Ours, for comparison:
+# Neither greedy order is optimal: the densest tensors first fill the budget badly, and the
+# smallest first ignores what they cost. Choosing the subset is the **0/1 knapsack problem** —
+# the budget is the capacity, the bytes the weights, the FLOPs avoided the value — and the
+# measurements agree with the model: what selective checkpointing keeps and recomputes are
+# exactly the sums. (Checkmate, Jain et al. 2020, solves the harder version in which recomputing
+# a tensor needs its inputs, as an integer linear program.)
+#
+# ### Exercise 2: `checkpoint_policy`
+#
+# In `exercises/lab09_memory.py`, write `checkpoint_policy(sizes, costs, budget)`: the indices of
+# the tensors to keep, sorted, that fit the budget and leave the least to recompute. The cell runs
+# yours on the chain above for budgets from nothing to everything, keeps what you chose under
+# PyTorch's selective checkpointing and measures it, and compares with the best any choice can do.
+# The grader checks the budget and the optimum on random cases of up to 12 tensors.
 
 # %%
-show(gpt_layer_saved_bytes)
+check_your_work("lab09_memory", "checkpoint_policy", picture=lab.picture("checkpoint_policy"))
 
 # %% [markdown]
 # ## 6. Gradient accumulation
@@ -886,7 +947,7 @@ claim("Problem 3: the CNN's activations (logits aside) grow 4x from 16x16 to 32x
 #   2·layers·kv_heads·head_dim·e bytes per token; CNN and RNN activations follow from what each op
 #   keeps (int64 pooling indices, every hidden state), counted to the byte.
 #
-# **Exercises** (in `exercises/lab09_memory.py`): `checkpointed_forward`, `block_activation_bytes`,
+# **Exercises** (in `exercises/lab09_memory.py`): `checkpointed_forward`, `checkpoint_policy`,
 # `forward_only_peak`, `kv_cache_bytes`;
 # each has a "check your work" cell above. Grade them with `python -m labkit.grade --lab 09` (or
 # `make grade LAB=09`).

@@ -89,6 +89,24 @@ claim("the pipeline sends the fewest bytes of the three", gb["pp"] < gb["dp"] < 
 # iteration; the pipeline sends one activation per micro-batch per stage boundary. That is why tp
 # gets the fastest links (NVLink inside a node) and pp the slowest.
 #
+# ### Exercise 1: `rank_coords`
+#
+# In `exercises/lab11_parallel3d.py`, return a rank's (dp_index, tp_index, pp_index) under the
+# numbering above. The picture shows your coordinates for 8 ranks on 4-GPU nodes, and how many
+# nodes your tp groups span.
+
+# %%
+check_your_work("lab11_parallel3d", "rank_coords", picture=lab.picture("rank_coords"))
+
+# %% [markdown]
+# ### Exercise 2: `group_ranks`
+#
+# The ranks of a rank's dp, tp or pp group: those that differ from it in that one coordinate only.
+
+# %%
+check_your_work("lab11_parallel3d", "group_ranks", picture=lab.picture("group_ranks"))
+
+# %% [markdown]
 # ## 2. Training on a real 3D grid
 #
 # `labkit.parallel3d` composes the labs before it. Each pipeline stage is a slice of the GPT's
@@ -177,6 +195,14 @@ claim("FlopCounterMode and the formula agree exactly", all(row[1] == row[2] for 
 # Exactly: our model's attention computes the full s × s score matrix, as the formula assumes.
 # (FlopCounterMode counts matmuls only; LayerNorms, softmax and GELU are not in either number.)
 #
+# ### Exercise 3: `flops_per_iteration`
+#
+# In `exercises/lab11_parallel3d.py`, this section's count, from the layer sizes.
+
+# %%
+check_your_work("lab11_parallel3d", "flops_per_iteration", picture=lab.picture("flops_per_iteration"))
+
+# %% [markdown]
 # ## 4. Memory per GPU, and two common mistakes
 #
 # A GPU of the first stage holds Ψ/(tp·pp) parameters' model states — tensor parallelism splits each
@@ -207,6 +233,15 @@ shrink = mistake.rows[0][3] / mistake.rows[0][4]
 claim("and its activations pp = 8 times too small", abs(shrink - 8) < 1e-9, f"{shrink:.6g}")
 
 # %% [markdown]
+# ### Exercise 4: `fits_in_memory`
+#
+# In `exercises/lab11_parallel3d.py`, this section's back-of-envelope budget: model states of
+# Ψ/(tp·pp) parameters with ZeRO, and min(m, pp) micro-batches of l/pp layers.
+
+# %%
+check_your_work("lab11_parallel3d", "fits_in_memory", picture=lab.picture("fits_in_memory"))
+
+# %% [markdown]
 # ## 5. The planner
 #
 # `labkit.planner.predict(model, cluster, plan, global_batch)` adds up an iteration from parts that
@@ -225,7 +260,7 @@ claim("and its activations pp = 8 times too small", abs(shrink - 8) < 1e-9, f"{s
 #   network card: a DGX A100 has one HDR card (25 GB/s) per GPU, so a group with all 8 of a node's
 #   GPUs drives all 8 cards. Ring or tree, whichever is faster for the size.
 # * **The pipeline**: the stages' times through 1F1B or the interleaved schedule; when pp does not
-#   divide the layers, the stages are cut by cost with the partition DP of exercise 5, the embedding
+#   divide the layers, the stages are cut by cost with the partition DP of exercise 5 (section 7), the embedding
 #   counted on the first stage and the logits and loss on the last.
 # * **Overlap, where the software overlaps**: PyTorch DDP reduces gradients during the last
 #   backward (Lab 06's bound); Megatron-LM from late 2021 hides the backward tensor-parallel
@@ -610,12 +645,22 @@ claim("LPT nearly reaches the bound; work stealing lands between it and static",
 # (LPT) nearly reaches it; work stealing, which needs no knowledge of task times, lands in between.
 #
 # **Auto-parallel search on a chain of layers.** Cutting the layers into pipeline stages so the
-# slowest stage is as fast as possible is a small dynamic programme (your exercise 5). On the
-# times of our GPT's pieces, measured here:
+# slowest stage is as fast as possible is a small dynamic programme. On the times of our GPT's
+# pieces, measured here:
 
 # %% tags=["nbval-ignore-output"]
 costs = CL.measured_layer_costs()
 print(CL.stage_partition_table(costs, stages=4))
+
+# %% [markdown]
+# ### Exercise 5: `partition_stages`
+#
+# In `exercises/lab11_parallel3d.py`, cut a chain of layers into pipeline stages so that the
+# slowest stage is as fast as possible, by dynamic programming — what the table above did with
+# ours on the measured times.
+
+# %%
+check_your_work("lab11_parallel3d", "partition_stages", picture=lab.picture("partition_stages"))
 
 # %% [markdown]
 # The same idea chooses, layer by layer, how to split each matrix — replicated, by columns, or by
@@ -829,51 +874,13 @@ print(answers_71)
 claim("Problems A-C as answered", answers_71 == (330, 78, 1, 11, 0.191))
 
 # %% [markdown]
-# ## 8. Exercises
+# ## 8. Exercises, where they are taught
 #
-# ### Exercise 1: `rank_coords`
+# Each exercise sits at the end of the section that teaches it, with its check-your-work cell:
+# `rank_coords` and `group_ranks` in section 1, `flops_per_iteration` in section 3,
+# `fits_in_memory` in section 4, and `partition_stages` in section 7. Grade them all with
+# `python -m labkit.grade --lab 11`.
 #
-# In `exercises/lab11_parallel3d.py`, return a rank's (dp_index, tp_index, pp_index). The picture
-# shows your coordinates for 8 ranks on 4-GPU nodes, and how many nodes your tp groups span.
-
-# %%
-check_your_work("lab11_parallel3d", "rank_coords", picture=lab.picture("rank_coords"))
-
-# %% [markdown]
-# ### Exercise 2: `group_ranks`
-#
-# The ranks of a rank's dp, tp or pp group.
-
-# %%
-check_your_work("lab11_parallel3d", "group_ranks", picture=lab.picture("group_ranks"))
-
-# %% [markdown]
-# ### Exercise 3: `fits_in_memory`
-#
-# The back-of-envelope budget of section 4: model states of Ψ/(tp·pp) parameters with ZeRO, and
-# min(m, pp) micro-batches of l/pp layers.
-
-# %%
-check_your_work("lab11_parallel3d", "fits_in_memory", picture=lab.picture("fits_in_memory"))
-
-# %% [markdown]
-# ### Exercise 4: `flops_per_iteration`
-#
-# Section 3's count, from the layer sizes.
-
-# %%
-check_your_work("lab11_parallel3d", "flops_per_iteration", picture=lab.picture("flops_per_iteration"))
-
-# %% [markdown]
-# ### Exercise 5: `partition_stages`
-#
-# Cut a chain of layers into pipeline stages so that the slowest stage is as fast as possible, by
-# dynamic programming (section 7 used ours on measured layer times).
-
-# %%
-check_your_work("lab11_parallel3d", "partition_stages", picture=lab.picture("partition_stages"))
-
-# %% [markdown]
 # ## 9. Worked problems
 #
 # Try each before opening the answer.

@@ -8,8 +8,10 @@ within one (B, w) tensor of the every-segment closed form (S + k + 2)·a + g + 2
 (labkit.memory.activation_checkpointing.chain_peak_bytes), far below keeping everything, (N + 2)·a + g + 2e;
 the extra FLOPs must be more than none and at most one forward.
 
-``block_activation_bytes`` is compared exactly with labkit's closed form on random sizes, and
-with the bytes the judge measures on the GPT itself (one layer more = one block more).
+``checkpoint_policy`` runs on 45 cases of up to 12 tensors (random sizes and costs spread so that
+greedy orders go wrong, and matmul outputs of Linear chains): its choice must fit the budget, and
+recompute exactly the least any choice within the budget does (labkit.memory.policy.
+best_by_brute_force tries all 2^n subsets; any optimal set passes), returned as a sorted list.
 
 ``forward_only_peak`` is compared with max(a_1, max_i a_i + a_{i+1}) on random chains and with the
 peak the judge measures (labkit's exact tracker) on a Linear/ReLU chain under torch.no_grad();
@@ -25,8 +27,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from labkit.grading.generate import references
 from labkit.grading.static import Policy
 from labkit.memory.activation_checkpointing import chain_peak_bytes, make_chain
-from labkit.memory.estimate import gpt_layer_saved_bytes
-from labkit.model import GPT, GPTConfig, batch
+from labkit.memory.policy import best_by_brute_force, chain_tensors, recomputed
+from labkit.model import GPTConfig
 
 POLICY = Policy(references=references("lab09_memory"),
                 forbid_modules=("torch.utils.checkpoint",))
@@ -116,51 +118,62 @@ def test_recomputation_costs_at_most_one_forward(impl, seed):
                                       f"segment once costs one forward, {forward}")
 
 
-# ---- block_activation_bytes -------------------------------------------------------------------
+# ---- checkpoint_policy ------------------------------------------------------------------------
 
-@pytest.mark.graded(points=2, exercise="block_activation_bytes")
-def test_block_bytes_equal_the_closed_form(impl, seed):
+def _policy_cases(seed, n=40):
+    """(sizes, costs, budget): 1 to 12 tensors, sizes and costs spread so that greedy orders (by
+    size, by cost, by cost per byte) are often wrong, budgets from nothing to everything."""
     rng = random.Random(seed)
-    for _ in range(20):
-        a = rng.choice([1, 2, 4, 12, 32])
-        cfg = GPTConfig(layers=1, hidden=a * rng.choice([8, 16, 64]), heads=a, seq_len=rng.choice([16, 128, 2048]),
-                        vocab=8, mlp_ratio=rng.choice([2, 4]))
-        b, e = rng.choice([1, 2, 8]), rng.choice([2, 4])
-        for policy in ("none", "selective", "full"):
-            got = impl.block_activation_bytes(b, cfg.seq_len, cfg.hidden, a, cfg.mlp_ratio, e, policy)
-            want = gpt_layer_saved_bytes(cfg, b, cfg.seq_len, e, policy)
-            assert got == want, f"b={b} s={cfg.seq_len} h={cfg.hidden} a={a} r={cfg.mlp_ratio} e={e} " \
-                                f"{policy}: {got}, want {want}"
+    cases = [([], [], 0), ([5], [7], 4), ([5], [7], 5), ([0, 3], [2, 0], 0), ([4, 4, 4], [1, 1, 1], 100)]
+    while len(cases) < n:
+        k = rng.randint(1, 12)
+        sizes = [rng.choice([0, rng.randint(1, 40), rng.randint(1, 4000)]) for _ in range(k)]
+        costs = [rng.choice([0, rng.randint(1, 50), rng.randint(1, 5000)]) for _ in range(k)]
+        cases.append((sizes, costs, rng.randint(0, sum(sizes))))
+    # sizes and costs of real tensors: matmul outputs of Linear chains (bytes, FLOPs)
+    for _ in range(5):
+        widths = [rng.choice([16, 32, 48, 64, 128, 256]) for _ in range(rng.randint(3, 10))]
+        sizes, costs = chain_tensors(widths, rng.choice([4, 16]))
+        cases.append((sizes, costs, rng.randint(0, sum(sizes))))
+    return cases
 
 
-def _measured_block(cfg, b, dtype):
-    """Bytes autograd saves for one more layer (each storage once, parameters left out)."""
-    totals = []
-    for layers in (1, 2):
-        model = GPT(GPTConfig(layers=layers, hidden=cfg.hidden, heads=cfg.heads, seq_len=cfg.seq_len,
-                              vocab=cfg.vocab, mlp_ratio=cfg.mlp_ratio), dtype=dtype)
-        saved = {}
-
-        def pack(t):
-            saved[id(t.untyped_storage())] = t.untyped_storage().nbytes()
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            out = model(*batch(model.cfg, b))                       # kept alive: storage ids stay unique
-        params = {id(p.untyped_storage()) for p in model.parameters()}
-        totals.append(sum(v for k, v in saved.items() if k not in params))
-        del out
-    return totals[1] - totals[0]
+def _keep(impl, sizes, costs, budget):
+    got = impl.checkpoint_policy(list(sizes), list(costs), budget)
+    keep = list(got)
+    where = f"sizes={sizes} costs={costs} budget={budget}"
+    assert all(isinstance(i, int) and 0 <= i < len(sizes) for i in keep), \
+        f"{where}: returned {got!r}; want indices 0..{len(sizes) - 1}"
+    assert len(set(keep)) == len(keep), f"{where}: returned {got!r}, an index twice"
+    return keep, where
 
 
-@pytest.mark.graded(points=1, exercise="block_activation_bytes")
-def test_block_bytes_equal_what_autograd_saves(impl):
-    for cfg, b, dtype in ((GPTConfig(hidden=16, heads=2, seq_len=8, vocab=32), 3, torch.float32),
-                          (GPTConfig(hidden=24, heads=3, seq_len=6, vocab=32, mlp_ratio=2), 2, torch.bfloat16)):
-        e = torch.empty((), dtype=dtype).element_size()
-        got = impl.block_activation_bytes(b, cfg.seq_len, cfg.hidden, cfg.heads, cfg.mlp_ratio, e)
-        want = _measured_block(cfg, b, dtype)
-        assert got == want, f"b={b} {cfg} e={e}: {got} bytes, measured {want}"
+@pytest.mark.graded(points=2, exercise="checkpoint_policy")
+def test_policy_fits_the_budget(impl, seed):
+    for sizes, costs, budget in _policy_cases(seed):
+        keep, where = _keep(impl, sizes, costs, budget)
+        kept = sum(sizes[i] for i in keep)
+        assert kept <= budget, f"{where}: keeps {sorted(keep)}, {kept} bytes, over the budget of {budget}"
+
+
+@pytest.mark.graded(points=3, exercise="checkpoint_policy")
+def test_policy_recomputes_the_least_possible(impl, seed):
+    for sizes, costs, budget in _policy_cases(seed + 1):
+        keep, where = _keep(impl, sizes, costs, budget)
+        if sum(sizes[i] for i in keep) > budget:
+            continue                               # the budget test takes the points for that
+        least, best = best_by_brute_force(sizes, costs, budget)
+        got = recomputed(costs, keep)
+        assert got == least, (f"{where}: keeping {sorted(keep)} recomputes {got} FLOPs; keeping {best} "
+                              f"recomputes {least}, within the budget")
+
+
+@pytest.mark.graded(points=1, exercise="checkpoint_policy")
+def test_policy_is_sorted(impl, seed):
+    for sizes, costs, budget in _policy_cases(seed + 2, n=10):
+        got = impl.checkpoint_policy(list(sizes), list(costs), budget)
+        assert isinstance(got, list) and got == sorted(got), f"sizes={sizes} costs={costs} budget={budget}: " \
+                                                             f"returned {got!r}; want a sorted list"
 
 
 # ------------------------------------------------------------------ section 12: inference memory
