@@ -3,6 +3,7 @@
 #   make test     set everything up, then run the whole test suite
 # Other targets: make setup | make grade [IMPL=exercises LAB=05] | make autograder | make notebooks | make bench
 #                make exercises (write exercises/ and solutions/ from labkit's marked answers)
+#                make slides [LAB=05] | make demo LAB=05 [PORT=8866]   (instructor mode: README "For instructors")
 #                make test-gpu, make gpu-smoke (on a CUDA machine; gpu-smoke also with a preinstalled
 #                torch and no network: make gpu-smoke PYTHON=python3)
 
@@ -14,15 +15,16 @@ STAMP  := $(VENV)/.labkit-installed
 IMPL   ?= exercises
 LAB    ?=
 
-.PHONY: setup course test test-gpu gpu-smoke grade autograder notebooks exercises bench clean
+.PHONY: setup course test test-gpu gpu-smoke grade autograder notebooks exercises slides demo bench clean
 
 setup: $(STAMP)
 
 # System packages the suite uses, installed where apt-get can (as root), else said:
-# bubblewrap (the grader's sandbox), Chromium (the browser tier drives it with Playwright), and a
-# C compiler with the headers of $(PYTHON): compiled Triton kernels and torch.compile (Inductor)
-# build C extensions at run time.
-SYSTEM_PACKAGES := bwrap:bubblewrap chromium:chromium cc:gcc
+# bubblewrap (the grader's sandbox), Chromium (the browser tier drives it with Playwright), npm
+# (make slides fetches reveal.js and the widget renderer with it, once), and a C compiler with the
+# headers of $(PYTHON): compiled Triton kernels and torch.compile (Inductor) build C extensions at
+# run time.
+SYSTEM_PACKAGES := bwrap:bubblewrap chromium:chromium npm:npm cc:gcc
 HAS_PYTHON_H := import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))
 APT_INSTALL = { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 		  { apt-get install -y -qq $(1) >/dev/null 2>&1 || \
@@ -46,6 +48,7 @@ $(STAMP): pyproject.toml
 # JupyterLab refuses to run as root unless told to (containers, course VMs).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# JupyterLab with the RISE extension (a dependency): View > Render as slideshow presents a lab live.
 course: setup
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks/00_welcome.ipynb
 
@@ -88,6 +91,17 @@ notebooks: setup
 # exercises/ (stubs) and solutions/ (answers) from the answers marked in labkit (labkit/grading/generate.py).
 exercises: setup
 	$(PY) -m labkit.grading.generate
+
+# Static reveal.js slides of every lab (or LAB=NN) under build/slides/, with saved outputs and
+# widget state; they open offline from a file URL (reveal.js and the widget renderer are fetched
+# with npm once, into build/slides/).
+slides: setup
+	@$(PY) -m labkit.slides export $(if $(LAB),--lab $(LAB),)
+
+# One lab's demo path as a Voila page (outputs and widgets, no code) on 127.0.0.1:$(PORT).
+PORT ?= 8866
+demo: setup
+	@$(PY) -m labkit.demo $(if $(LAB),--lab $(LAB),) --port $(PORT)
 
 bench: setup
 	for f in benchmarks/*.py; do $(PY) $$f || exit 1; done

@@ -103,3 +103,18 @@ def check_same_on_ranks(fn: str, what: str, named_tensors, group=None) -> None:
             detail = (f"{n0} is {s0} {d0} on rank {head}, " +
                       (f"{n1} " if n1 != n0 else "") + f"{s1} {d1} on rank {rank}")
         raise ValueError(f"{fn}: {what} differ across ranks ({detail}); every rank must pass the same")
+
+
+def check_port_free(fn: str, name: str, port, host: str = "127.0.0.1") -> int:
+    """``port`` (an int in 1..65535) unless something already listens on ``host``:``port``: then
+    ValueError (one line) before a server starts, instead of a server that dies or moves elsewhere."""
+    import socket
+
+    port = check_int(fn, name, port, minimum=1, maximum=65535)
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise ValueError(f"{fn}: {name}={port}: {host}:{port} is taken ({e.strerror.lower()}); "
+                             f"pick another, e.g. {name}={port + 1}") from None
+    return port

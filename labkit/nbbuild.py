@@ -26,6 +26,8 @@ import jupytext
 import nbformat
 from nbclient import NotebookClient
 
+from labkit import slides
+
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 HEADER = "# Source of notebooks/"   # a source's first line: says how it is built; not a cell
 TEST_ENV = {"OMP_NUM_THREADS": "1"}   # for every kernel that makes or checks stored outputs
@@ -53,6 +55,7 @@ def build(src: Path, execute: bool = True, timeout: int = 600) -> Path:
                        resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
         for cell in nb.cells:
             cell.metadata.pop("execution", None)
+    slides.stamp(nb)   # the slide plan reads the saved outputs (labkit.slides)
     out = NOTEBOOKS / f"{src.stem}.ipynb"
     nbformat.write(nb, out)
     return out

@@ -11,26 +11,26 @@
 #
 # Every lab follows the same pattern: a claim in prose, then a cell that measures it.
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 1. What machine is this?
 #
 # `labkit.env.report()` is the first cell of every lab. Besides describing the machine, it makes sure
 # Triton kernels run in *interpreter mode* (`TRITON_INTERPRET=1`) when no GPU is present — that has to
 # happen before any kernel is defined, which is why `import labkit` already does it.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output"] slide="subslide"
 import labkit
 from labkit import env
 
 info = env.report()
 
-# %%
+# %% slide="fragment"
 import os
 
 print("device kind:", info.device)
 print("Triton mode:", "interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else "compiled")
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 2. Launching ranks
 #
 # Distributed training runs one process per device. Each process is a *rank*, numbered 0..N−1, and
@@ -41,7 +41,7 @@ print("Triton mode:", "interpreter" if os.environ.get("TRITON_INTERPRET") == "1"
 # in each, calls `fn(rank, world_size, *args)`, and returns the list of return values, index = rank.
 # Whatever a rank prints comes back prefixed with its rank, in rank order.
 
-# %%
+# %% slide="subslide"
 import torch
 import torch.distributed as dist
 from labkit.dist import launch
@@ -58,7 +58,7 @@ print("returned:", launch(hello, 4))
 # These are real processes with real communication. Here every rank contributes `rank + 1` and
 # `all_reduce` sums the contributions, so each rank ends with 1 + 2 + … + N = N(N+1)/2:
 
-# %%
+# %% slide="subslide"
 def sum_of_ranks(rank, world_size):
     t = torch.tensor([rank + 1.0])
     dist.all_reduce(t)  # default reduction: sum
@@ -81,7 +81,7 @@ print("threads per rank with 1, 2, 4 ranks:",
       [launch(lambda r, w: torch.get_num_threads(), n)[0] for n in (1, 2, 4)],
       f"(this machine has {os.cpu_count()} cores)")
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 3. When a rank fails
 #
 # Distributed bugs usually show up as hangs: one rank waits for a message that never comes. The
@@ -89,7 +89,7 @@ print("threads per rank with 1, 2, 4 ranks:",
 # notebook. A rank that raises ends the launch at once with a `RankError` naming the rank and
 # carrying its traceback:
 
-# %%
+# %% slide="subslide"
 from labkit.dist import RankError
 
 
@@ -106,10 +106,10 @@ except RankError as err:
     print(f"RankError: rank={err.rank}, exception={err.exc_type}")
     print("last line of its traceback:", err.remote_traceback.strip().splitlines()[-1])
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # A rank that never returns gives a `TimeoutError` naming the stuck ranks and the line each was on:
 
-# %%
+# %% slide="subslide"
 import re
 
 
@@ -128,7 +128,7 @@ except TimeoutError as err:
     line, func = re.search(r"line (\d+) in (\w+)", msg).groups()
     print(f"rank 0 was waiting in {func}(), line {line} of its cell")
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 4. Exercises and grading
 #
 # Each lab has exercises in `exercises/labNN_topic.py`: functions whose docstring is the
@@ -146,7 +146,7 @@ except TimeoutError as err:
 # costs only that exercise. Here is the grade of the untouched stubs of Lab 02 (all zero), then of
 # the reference solutions (full marks):
 
-# %%
+# %% slide="subslide"
 from labkit.grading.run import format_table, run_graded_tests, score_table
 
 for which in ("exercises", "solutions"):
@@ -154,7 +154,7 @@ for which in ("exercises", "solutions"):
     print(f"--- {which}")
     print(format_table(rows))
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 5. The syllabus
 #
 # | lab | topic |

@@ -307,7 +307,7 @@ claim("the model gives new size-1 dimensions torch's strides", all(same), f"{len
 # %%
 check_your_work("lab02_strides", "view_strides")
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 7. Common mistakes
 #
 # Three statements you will often meet about strides, each checked here.
@@ -325,7 +325,7 @@ check_your_work("lab02_strides", "view_strides")
 # **Predict first:** for a contiguous 3×5 `A`, which of `A[1:3]`, `A[2]`, `A[:, 1:3]`, `A[:, 0]`,
 # `A[::2]` are contiguous?
 
-# %%
+# %% slide="subslide"
 B3 = torch.zeros(2, 3, 4)
 print(f"(2, 3, 4): strides {B3.stride()}, len(strides) = {len(B3.stride())} = ndim = {B3.ndim}, "
       f"numel = {B3.numel()}")
@@ -366,7 +366,7 @@ for name, op in steps:
     chain_ok.append(agree(v, t))
 claim("the model agrees with torch after every step of the chain", all(chain_ok), f"{len(chain_ok)} steps")
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 9. Zero-copy is not free: access order matters
 #
 # A transposed view costs nothing to make, but reading it walks the storage with a large stride, which the caches
@@ -376,7 +376,7 @@ claim("the model agrees with torch after every step of the chain", all(chain_ok)
 #
 # **Predict first:** how much slower is the transposed walk?
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output"] slide="subslide"
 from labkit.bench import median_time
 
 big = torch.randn(2048, 2048)

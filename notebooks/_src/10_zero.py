@@ -175,7 +175,7 @@ claim("FSDP holds the least after the step, yet peaks above ZeRO-2 here", m["fsd
       r["total B"] for r in m.values()) and m["fsdp"]["step peak B"] > m["zero2"]["step peak B"],
       f"{m['fsdp']['step peak B']} vs {m['zero2']['step peak B']}")
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # Equal to the formula to the byte, in every row. (Adam's step counters, 4 bytes per tensor it
 # steps, are included in the formula column.) ZeRO-1 holds more optimizer bytes than a quarter of
 # DDP's because of the master shard: 12 bytes per element against DDP's 8. FSDP's optimizer bytes
@@ -196,7 +196,7 @@ claim("FSDP holds the least after the step, yet peaks above ZeRO-2 here", m["fsd
 #
 # **Predict first:** per step on 4 ranks, how many bytes does each stage send, compared with DDP?
 
-# %%
+# %% slide="subslide"
 traffic = lab.traffic_table(world=4)
 print(traffic)
 print(f"closed forms per rank, float32: stages 0-2 {comm_bytes_per_step(1.0, 4, 1, 4):.2f}·Ψ bytes, "

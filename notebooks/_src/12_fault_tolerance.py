@@ -216,7 +216,7 @@ claim("every left-out state also changes the parameters and the optimizer state"
 # %%
 check_your_work("lab12_fault_tolerance", "resume_state")
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 4. A rank dies; the job goes on
 #
 # A live demonstration: 4 ranks train data-parallel and checkpoint every 2 steps. Rank 2 is killed
@@ -229,7 +229,7 @@ check_your_work("lab12_fault_tolerance", "resume_state")
 # all-reduce would hang. So the ranks first agree, with an all-reduce (MIN), on the newest step
 # *all* of them have — a coordinated recovery line (section 8 shows what happens without one).
 
-# %%
+# %% slide="subslide"
 show(labkit.checkpoint.resume.agreed_step)
 run, same = lab.failure_demo(world=4, steps=8, kill=(2, 5))
 claim("rank 2 died; the second attempt resumed from step 4", run.attempts == 2

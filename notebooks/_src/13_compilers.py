@@ -289,7 +289,7 @@ claim("greedy, and relaxed search with α = 1, stay at the start", g == r1 == 1.
 claim("with α = 1.05 it ends cheaper, with one matrix product fewer", r2 < 1 and
       rewrites.rows[2][4].count("·") == rewrites.title.count("·") - 1, f"{r2:.3f} of the start's cost")
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 4. Inside torch.compile
 #
 # `torch.compile` has two halves. **Dynamo** reads the function's Python bytecode as it runs and
@@ -303,7 +303,7 @@ claim("with α = 1.05 it ends cheaper, with one matrix product fewer", r2 < 1 an
 # **Predict first:** the function takes a tensor and a Python float. Which of the two does the
 # graph receive as an input, and what must hold for the compiled code to be reused?
 
-# %%
+# %% slide="subslide"
 def scaled_relu_sum(x, scale: float):
     return torch.relu(x * scale + 1.0).sum()
 
@@ -460,7 +460,7 @@ claim("... and recomputes gelu and sin in the backward", "aten.gelu" in cuts["mi
 claim("both cuts give the same gradients, bit for bit", all(torch.equal(a, b) for a, b in
       zip(cuts["default"].grads, cuts["min_cut"].grads)), "recomputation repeats the same ops")
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # The default partition saves the inputs and three activations (the matmul's output, the doubled
 # GELU, its sine); the min cut saves only the matmul's output (the inputs cross as transposed
 # views, free) and recomputes GELU, the doubling and the sine in the backward — cheap elementwise
@@ -476,7 +476,7 @@ claim("both cuts give the same gradients, bit for bit", all(torch.equal(a, b) fo
 # **Predict first:** five elementwise operations on one tensor. How many loops (kernels) will
 # Inductor generate, and how many times will they read the input?
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output"] slide="subslide"
 if lab.can_compile():
     dev = lab.compile_device()                       # "cuda" on a GPU box, else "cpu"
     code = inside_compile.inductor_code(inside_compile.elementwise_chain, torch.randn(1024, device=dev))

@@ -227,7 +227,7 @@ claim("ring's bytes per rank grow towards a constant as N grows, Ulysses' fall",
 # %%
 print(lab.torch_context_parallel(world=2))
 
-# %% [markdown]
+# %% [markdown] slide="slide"
 # ## 6. Sharding specs on a device mesh
 #
 # Lab 07 split a weight by columns or by rows, Lab 10 cut flat vectors into shards. Mesh-TensorFlow
@@ -250,7 +250,7 @@ print(lab.torch_context_parallel(world=2))
 # **Predict first:** A cut by columns (S(1)) times B cut by rows (S(0)): which output placement, and
 # how many collectives? And A replicated times B cut by rows?
 
-# %%
+# %% slide="subslide"
 pt = lab.placement_table()
 print(pt)
 claim("the rule agrees with DTensor on all 16 pairs", all(a == "yes" for a in pt.column("agree")),

@@ -9,12 +9,17 @@ touches the checkout. For each notebook:
    ``VBox(children=...)`` text of a saved widget;
 2. Run All finishes with no error output and no console errors;
 3. every widget renders as a widget, and moving its slider (or pressing Play)
-   changes the picture.
-Each notebook's Run All time is written to ``$LABKIT_BROWSER_TIMES`` if set.
+   changes the picture;
+4. its live slideshow (jupyterlab-rise, on the kernel that just ran it) steps
+   through every slide with no error, and each widget on a slide plays
+   (instructor_mode.py).
+Each notebook's Run All time is written to ``$LABKIT_BROWSER_TIMES`` if set (and each
+instructor-mode check's wall and CPU seconds: instructor_mode.timed).
 
 The tests are two files, even- and odd-numbered notebooks (about equal time), so that the two
-pytest workers of ``make test`` can share the tier; ``conftest.py`` makes `lab_session` a
-session fixture: one JupyterLab and one Chromium per worker.
+pytest workers of ``make test`` can share the tier; ``conftest.py`` makes `browser_session` and
+`lab_session` session fixtures: one Chromium and one JupyterLab per worker (the instructor-mode
+checks of static slides and demo pages use the Chromium alone).
 """
 import json
 import os
@@ -42,14 +47,22 @@ def chromium() -> str | None:
     return None
 
 
-def lab_session(tmp_path_factory):
-    """JupyterLab on a copy of the notebooks and a Chromium: yields (browser, url)."""
+def browser_session():
+    """One Chromium driven by Playwright: yields the browser."""
     browser_path = chromium()
     if browser_path is None:
         pytest.skip("Chromium is not installed (make setup installs it with apt-get where it can; "
                     "or set LABKIT_CHROMIUM to a Chromium/Chrome binary)")
     from playwright.sync_api import sync_playwright
 
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def lab_session(browser, tmp_path_factory):
+    """JupyterLab on a copy of the notebooks, and `browser_session`'s Chromium: yields (browser, url)."""
     root = tmp_path_factory.mktemp("notebooks")
     for nb in NOTEBOOKS:
         shutil.copy(nb, root)
@@ -80,10 +93,7 @@ def lab_session(tmp_path_factory):
             except OSError:
                 assert server.poll() is None, (root / "server.log").read_text()[-2000:]
                 time.sleep(0.2)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
-            yield browser, f"http://127.0.0.1:{port}"
-            browser.close()
+        yield browser, f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         try:
@@ -169,7 +179,26 @@ def check_notebook(lab, notebook: Path) -> None:
     widgets = page.locator(f"{CURRENT} .jp-OutputArea .widget-vbox")
     if has_widgets:
         assert widgets.count() > 0, "widgets did not render"
-    for i in range(min(widgets.count(), 6)):
+    move_widgets(page, widgets, limit=6)
+    problems = [m for m in console if not any(b in m for b in BENIGN_CONSOLE)]
+    assert not problems, f"console errors: {problems[:3]}"
+    times = os.environ.get("LABKIT_BROWSER_TIMES")
+    if times:
+        with open(times, "a") as f:
+            f.write(f"{notebook.stem}\t{seconds:.1f}\n")
+
+    # 4. the live slideshow of the notebook just run (instructor mode: instructor_mode.py)
+    import instructor_mode
+
+    instructor_mode.check_live_slideshow(browser, url, notebook, page)
+    page.close()
+
+
+def move_widgets(page, widgets, limit: int = 6) -> int:
+    """Move the slider of each of the first ``limit`` widgets (VBoxes of labkit.viz.player or
+    controlled) two steps and wait until its picture changes; returns how many moved."""
+    moved = 0
+    for i in range(min(widgets.count(), limit)):
         box = widgets.nth(i)
         handle, picture = box.locator(".noUi-handle").first, box.locator(".widget-html-content").last
         if handle.count() == 0 or picture.count() == 0:
@@ -181,10 +210,5 @@ def check_notebook(lab, notebook: Path) -> None:
             page.keyboard.press("ArrowRight")
         page.wait_for_function("([el, old]) => el.innerHTML !== old", arg=[picture.element_handle(), before],
                                timeout=15_000)
-    problems = [m for m in console if not any(b in m for b in BENIGN_CONSOLE)]
-    assert not problems, f"console errors: {problems[:3]}"
-    times = os.environ.get("LABKIT_BROWSER_TIMES")
-    if times:
-        with open(times, "a") as f:
-            f.write(f"{notebook.stem}\t{seconds:.1f}\n")
-    page.close()
+        moved += 1
+    return moved

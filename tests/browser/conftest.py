@@ -1,5 +1,6 @@
-"""The browser tier's one JupyterLab and Chromium per pytest worker (see browser_tier.py)."""
+"""The browser tier's one Chromium and one JupyterLab per pytest worker (see browser_tier.py)."""
 import pytest
-from browser_tier import lab_session
+from browser_tier import browser_session, lab_session
 
+browser = pytest.fixture(scope="session")(browser_session)
 lab = pytest.fixture(scope="session")(lab_session)
