@@ -49,10 +49,12 @@ def test_a_planted_upward_import_breaks_a_contract(tmp_path, module, planted, im
     assert import_ in out.stdout
 
 
-# Modules that may import IPython: the notebook-facing top of each topic. labkit.show is the one
+# Modules that may import IPython: the notebook-facing top of each topic. labkit.show is one
 # exception: it is the notebooks' code display (`show(fn)`), which hands IPython a highlighted
 # source when a kernel runs it and prints it elsewhere.
-IPYTHON_ALLOWED = ("*/lab.py", "*/draw.py", "gpu_model/cuda_lab.py", "show.py")
+# labkit.demo (`make demo`) is the other: it turns a cell's IPython syntax (magics, shell escapes)
+# into plain Python with IPython's own transformer before Voila serves the demo path.
+IPYTHON_ALLOWED = ("*/lab.py", "*/draw.py", "gpu_model/cuda_lab.py", "show.py", "demo.py")
 
 
 def ipython_importers(package: Path) -> list[str]:

@@ -77,12 +77,18 @@ def _problems(console: list, extra=()) -> list:
     return [m for m in console if not any(b in m for b in BENIGN + tuple(extra))]
 
 
+# Every picture in view (the slide in front, else the page): the widgets redraw by replacing their
+# HTML, and a redraw may replace the elements themselves, so the check compares their contents.
+PICTURES = """() => { const leaf = [...document.querySelectorAll('.reveal .slides section.present')]
+        .find(s => !s.querySelector('section'));
+    return [...(leaf || document).querySelectorAll('.widget-html-content')].map(e => e.innerHTML).join('|'); }"""
+
+
 def play(page, box) -> None:
-    """Press the widget's Play, else click its first visible slider's track at 3/4 (a slider squeezed
+    """Press the widget's Play, else click its first visible slider's track at 3/4 or 1/4 (a slider squeezed
     to nothing by a long label: its handle, two steps with the keyboard), else pick another option
-    of its first drop-down; then wait for its picture to change."""
-    picture = box.locator(".widget-html-content").last
-    before = picture.inner_html()
+    of its first drop-down; then wait for a picture in view to change."""
+    before = page.evaluate(PICTURES)
     play_button = box.locator(".widget-play button >> visible=true").first
     track = box.locator(".noUi-base >> visible=true").first
     handle = box.locator(".noUi-handle").first
@@ -90,8 +96,22 @@ def play(page, box) -> None:
     if play_button.count():
         play_button.click()
     elif track.count():
-        size = track.bounding_box()
+        # at 3/4 of the track; at 1/4 when that moved nothing (the JupyterLab page's check may have
+        # put this same widget model, one kernel, at 3/4 already)
+        size, knob = track.bounding_box(), handle
+        value = lambda: knob.get_attribute("aria-valuenow", timeout=5_000) if knob.count() else None  # noqa: E731
+        was = value()
         track.click(position={"x": size["width"] * 0.75, "y": size["height"] / 2})
+        page.wait_for_timeout(300)
+        if value() == was:
+            track.click(position={"x": size["width"] * 0.25, "y": size["height"] / 2})
+            page.wait_for_timeout(300)
+        for key in ("ArrowLeft", "ArrowRight"):   # a track squeezed by a long label: the keyboard
+            if value() != was or not knob.count():
+                break
+            knob.focus()
+            for _ in range(2):
+                page.keyboard.press(key)
     elif handle.count():
         handle.focus()
         for _ in range(2):
@@ -101,8 +121,7 @@ def play(page, box) -> None:
         options = dropdown.locator("option").all_inner_texts()
         current = dropdown.evaluate("s => s.selectedIndex")
         dropdown.select_option(index=(current + 1) % len(options))
-    page.wait_for_function("([el, old]) => el.innerHTML !== old", arg=[picture.element_handle(), before],
-                           timeout=30_000)
+    page.wait_for_function(f"old => ({PICTURES})() !== old", arg=before, timeout=30_000)
 
 
 def widgets_per_slide(nb) -> list[int]:
